@@ -1,0 +1,35 @@
+# The two commands a newcomer needs: `make run` (self-play on the embedded profile) and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+
+.PHONY: setup run test test-fast bench-executor executor-image clean
+
+setup: $(VENV)/.installed
+
+# torch is installed first, pinned, so no resolver ever pulls a multi-GB CUDA build on a CPU machine.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==$(TORCH_VERSION)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+run: setup
+	$(VENV)/bin/azr run
+
+test: setup
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m 'not slow'
+
+executor-image:
+	bash executor_svc/image/build_offline.sh
+
+bench-executor: setup
+	$(PY) bench/executor.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,34 @@
+"""The transport between the executor and one long-lived sandbox worker: JSON lines, one request, one reply.
+
+Both backends speak it: the `process` backend over a child's stdin/stdout pipes, the `docker` backend over a
+container's attached stdin/stdout. The worker program is the same in both (stdlib only, so it runs under any
+python3 in any image).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class WorkerLost(Exception):
+    """The worker died, closed its stream, or broke the protocol; the caller recycles it and retries the task."""
+
+
+class ReplyTimeout(Exception):
+    """No reply within the deadline; the caller kills and recycles the worker."""
+
+
+class WorkerChannel(Protocol):
+    """One live worker. Not thread-safe: one request in flight at a time."""
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON line. Raises WorkerLost if the worker is gone."""
+
+    def receive(self, timeout_s: float) -> dict[str, Any]:
+        """Read one JSON line. Raises ReplyTimeout after timeout_s, WorkerLost on EOF or garbage."""
+
+    def alive(self) -> bool:
+        """Whether the worker process/container is still running."""
+
+    def close(self) -> None:
+        """Stop the worker and free its resources (kill the process group / remove the container). Idempotent."""

@@ -1,0 +1,1 @@
+"""The `azr` command line."""

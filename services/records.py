@@ -1,0 +1,100 @@
+"""Records that cross process boundaries (DESIGN.md §8). Every one carries a version.
+
+`policy_version` is the integer the trainer publishes after a successful weight push; SGLang's
+`weight_version` carries it as a string.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from services.algorithm.task_types import Role, TaskType
+
+RECORD_SCHEMA_VERSION = 1
+"""Bumped whenever the shape of the records below changes."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class TripletSource(StrEnum):
+    """Where a buffer entry came from."""
+
+    ZERO = "zero"  # the Fig 5 identity triplet
+    SEED = "seed"  # proposed by the base model before training, or imported from a seed file
+    PROPOSED = "proposed"  # proposed during self-play
+    USER = "user"  # submitted over HTTP
+
+
+class Triplet(BaseModel):
+    """A (program, input, output) entry of the deduction or abduction buffer."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    id: str | None = None
+    buffer: TaskType
+    program: str
+    input: str  # argument source text, inserted as f(<input>)
+    output: str  # repr(f(input)), computed by the executor under a fixed hash seed
+    imports: list[str] = Field(default_factory=list)
+    source: TripletSource = TripletSource.PROPOSED
+    step: int = 0
+    policy_version: int = 0
+    program_hash: str | None = None
+    created_at: datetime = Field(default_factory=_utcnow)
+
+
+class InductionTask(BaseModel):
+    """An induction buffer entry: a program, N inputs with their outputs, and a message.
+
+    The solver is shown the first N//2 pairs (`given`) and the message; it is judged on the rest (`hidden`).
+    """
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    id: str | None = None
+    buffer: TaskType = TaskType.INDUCTION
+    program: str
+    inputs: list[str]
+    outputs: list[str]
+    message: str
+    imports: list[str] = Field(default_factory=list)
+    source: TripletSource = TripletSource.PROPOSED
+    step: int = 0
+    policy_version: int = 0
+    program_hash: str | None = None
+    created_at: datetime = Field(default_factory=_utcnow)
+
+    @property
+    def split(self) -> int:
+        """Index of the first hidden pair: the first N//2 pairs are given."""
+        return len(self.inputs) // 2
+
+    @property
+    def given_pairs(self) -> list[tuple[str, str]]:
+        return list(zip(self.inputs[: self.split], self.outputs[: self.split]))
+
+    @property
+    def hidden_pairs(self) -> list[tuple[str, str]]:
+        return list(zip(self.inputs[self.split :], self.outputs[self.split :]))
+
+
+class Episode(BaseModel):
+    """One trained-on sample: what the trainer consumes (DESIGN.md §8)."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    id: str  # unique; re-delivery is detected by it
+    run_id: str
+    step: int
+    task_type: TaskType
+    role: Role
+    prompt_ids: list[int]
+    response_ids: list[int]
+    behaviour_logprobs: list[float] | None = None  # one per response token
+    reward: float  # the Eq 6 scalar
+    policy_version: int
+    text: str | None = None
+    task_id: str | None = None
+    exec_status: str | None = None

@@ -1,0 +1,228 @@
+"""One typed settings object for every service and the CLI (environment prefix `AZR_`).
+
+Two profiles share one code path (DESIGN.md §4):
+- `embedded`: one process, SQLite file, in-process queue, process sandbox, local CPU model. Sizes shrink
+  (e.g. B = 4, short responses); the algorithm does not.
+- `distributed`: Redis, PostgreSQL, SGLang servers, Docker sandbox. The paper's constants (Table 3) are its defaults.
+
+A field set explicitly (keyword or `AZR_<FIELD>` environment variable) always wins over the profile's default.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Profile = Literal["embedded", "distributed"]
+
+DEFAULT_API_TOKEN = "change-me"
+"""The placeholder token; services of the distributed profile refuse to start with it."""
+
+
+def _default_executor_python() -> str:
+    """Debian's interpreter starts fast and has no site hooks; fall back to ours elsewhere."""
+    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "embedded": {
+        "database_url": "sqlite:///runs/azr.sqlite3",
+        "queue_backend": "inprocess",
+        "executor_backend": "process",
+        "inference_backend": "local",
+        "batch_size": 4,
+        "max_prompt_tokens": 2048,
+        "max_response_tokens": 512,
+        "executor_workers": 2,
+    },
+    "distributed": {
+        "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",
+        "queue_backend": "redis",
+        "executor_backend": "docker",
+        "inference_backend": "sglang",
+        "batch_size": 64,
+        "max_prompt_tokens": 6144,
+        "max_response_tokens": 8096,
+        "executor_workers": 4,
+    },
+}
+"""Per-profile defaults, applied only to fields the user did not set."""
+
+
+class Settings(BaseSettings):
+    """Resolved configuration of one AZR deployment or run."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AZR_",
+        use_attribute_docstrings=True,
+        extra="forbid",
+        validate_default=True,
+    )
+
+    # --- run ---------------------------------------------------------------------------------------------------------
+    profile: Profile = "embedded"
+    """Deployment profile: `embedded` (one process, no servers) or `distributed` (Redis, Postgres, SGLang, Docker)."""
+    run_id: str = Field("default", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Name of the run; prefixes Redis keys (`azr:{run_id}:…`) and names the run directory."""
+    run_root: Path = Path("runs")
+    """Directory holding one sub-directory per run (resolved settings, metrics JSONL, checkpoints)."""
+    seed: int = 0
+    """Seed for sampling references, batches and generation."""
+    steps: int = Field(1, ge=0)
+    """Number of self-play steps `azr run` performs."""
+
+    # --- storage and queues ------------------------------------------------------------------------------------------
+    database_url: str = ""
+    """SQLAlchemy URL of the buffer store: SQLite (embedded) or PostgreSQL via psycopg 3 (distributed)."""
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis URL for RQ executor jobs and the episode stream (distributed profile)."""
+    queue_backend: Literal["inprocess", "redis"] = "inprocess"
+    """Where executor jobs and episodes travel: an in-process queue or Redis (RQ + a stream)."""
+
+    # --- HTTP services -----------------------------------------------------------------------------------------------
+    api_token: SecretStr = SecretStr(DEFAULT_API_TOKEN)
+    """Bearer token required by write routes; the distributed profile refuses the placeholder."""
+    max_request_bytes: int = Field(262_144, gt=0)
+    """Largest request body the APIs accept (413 above it)."""
+    proposer_url: str = "http://127.0.0.1:8001"
+    """Base URL of proposer_api, for the coordinator."""
+    solver_url: str = "http://127.0.0.1:8002"
+    """Base URL of solver_api, for the coordinator."""
+
+    # --- inference ---------------------------------------------------------------------------------------------------
+    inference_backend: Literal["local", "sglang"] = "local"
+    """Local transformers engine (embedded) or SGLang servers over HTTP (distributed)."""
+    model: str = "qwen-coder-0.5b"
+    """Model: `qwen-coder-0.5b`, `smollm2`, `tiny`, or a path to a Hugging Face model directory."""
+    sglang_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:30000"])
+    """SGLang server (or router) base URLs; requests are load-balanced across them."""
+    device: str = "auto"
+    """Torch device for the local engine and trainer: `auto` (CUDA if present), `cpu`, `cuda`, `cuda:N`."""
+
+    # --- executor ----------------------------------------------------------------------------------------------------
+    executor_backend: Literal["process", "docker"] = "process"
+    """Sandbox: forked workers (bubblewrap where available) or hardened long-lived Docker containers."""
+    executor_workers: int = Field(2, ge=1)
+    """Long-lived sandbox workers per executor process."""
+    executor_timeout_s: float = Field(10.0, gt=0)
+    """Wall-clock limit per program run (paper: 10 s)."""
+    executor_memory_mb: int = Field(1024, ge=64)
+    """Address-space limit per program run, MiB."""
+    executor_max_output_bytes: int = Field(65_536, gt=0)
+    """Largest repr of a program's result; longer is `output_too_large` (the authors truncate at 400 chars)."""
+    executor_max_processes: int = Field(64, ge=1)
+    """Process/thread cap for one task (Docker pids-limit; RLIMIT_NPROC in the process sandbox)."""
+    executor_sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    """Process backend isolation: `bwrap` (required), `auto` (bubblewrap when usable), `none` (rlimits only)."""
+    executor_python: str = Field(default_factory=_default_executor_python)
+    """Absolute interpreter path for sandbox workers (never the PATH shim; the worker is stdlib-only)."""
+    executor_recycle_after: int = Field(1000, ge=1)
+    """Replace a worker after this many tasks (a crash replaces it at once)."""
+    executor_docker_image: str = "azr-executor:1"
+    """Image the Docker backend runs its workers in (build offline with executor_svc/image/build_offline.sh)."""
+
+    # --- algorithm (paper Table 3) -----------------------------------------------------------------------------------
+    batch_size: int = Field(64, ge=1)
+    """B: tasks per (task type x role) per step; a step trains on 6·B sequences."""
+    references_k: int = Field(6, ge=0)
+    """K: reference triplets shown to the deduction/abduction proposer."""
+    learnability_samples: int = Field(8, ge=1)
+    """n: solver samples per proposal to estimate its learnability (Eq 4), at the rollout temperature."""
+    seed_multiplier: int = Field(4, ge=1)
+    """S: buffers are seeded with B·S triplets (and B·S induction tasks) before training."""
+    induction_inputs: int = Field(10, ge=2)
+    """N: inputs an induction proposal writes; the solver sees the first N//2 pairs."""
+    determinism_runs: int = Field(2, ge=2)
+    """j: independent runs (fresh processes, different hash seeds) a program must agree on."""
+    buffer_cap: int = Field(16_384, ge=1)
+    """Programs kept per buffer; the oldest non-seed entries are evicted beyond it."""
+    temperature: float = Field(1.0, gt=0)
+    """Sampling temperature for rollouts and learnability samples."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling threshold."""
+    max_prompt_tokens: int = Field(6144, ge=16)
+    """Longest prompt, in tokens."""
+    max_response_tokens: int = Field(8096, ge=1)
+    """Longest response, in tokens (paper: 8096)."""
+    learning_rate: float = Field(1e-6, gt=0)
+    """AdamW learning rate, constant."""
+    grad_clip: float = Field(1.0, gt=0)
+    """Gradient-norm clip."""
+    entropy_coef: float = Field(0.001, ge=0)
+    """Entropy bonus coefficient."""
+    clip_eps: float = Field(0.2, gt=0)
+    """PPO ratio clip ε (Eq 9)."""
+    ppo_epochs: int = Field(1, ge=1)
+    """PPO epochs per batch."""
+    max_staleness: int = Field(1, ge=0)
+    """Episodes generated more than this many policy versions ago are dropped by the trainer."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_profile_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        profile = data.get("profile", "embedded")
+        for key, value in PROFILE_DEFAULTS.get(str(profile), {}).items():
+            data.setdefault(key, value)
+        return data
+
+    @property
+    def run_dir(self) -> Path:
+        """This run's directory: resolved settings, metrics, checkpoints."""
+        return self.run_root / self.run_id
+
+    def uses_default_secret(self) -> bool:
+        """Whether the API token is unset or the placeholder."""
+        token = self.api_token.get_secret_value()
+        return token in ("", DEFAULT_API_TOKEN)
+
+    def require_production_secrets(self) -> None:
+        """Refuse to serve the distributed profile with a default or empty API token."""
+        if self.profile == "distributed" and self.uses_default_secret():
+            raise RuntimeError(
+                "refusing to start: AZR_API_TOKEN is unset or the placeholder "
+                f"{DEFAULT_API_TOKEN!r}; set a secret token for the distributed profile"
+            )
+
+    def resolved(self, mask_secrets: bool = True) -> dict[str, Any]:
+        """All fields as JSON-ready values; secrets masked unless asked otherwise."""
+        values = self.model_dump(mode="json")
+        token = self.api_token.get_secret_value()
+        if mask_secrets:
+            values["api_token"] = "<placeholder: set AZR_API_TOKEN>" if self.uses_default_secret() else "********"
+        else:
+            values["api_token"] = token
+        for key in ("database_url", "redis_url"):
+            values[key] = mask_url_password(values[key]) if mask_secrets else values[key]
+        return values
+
+    def save_resolved(self, directory: Path | None = None) -> Path:
+        """Write the resolved settings (secrets masked) to `settings.json` in the run directory."""
+        target_dir = directory or self.run_dir
+        target_dir.mkdir(parents=True, exist_ok=True)
+        path = target_dir / "settings.json"
+        path.write_text(json.dumps(self.resolved(), indent=2, sort_keys=True) + "\n")
+        return path
+
+
+def mask_url_password(url: str) -> str:
+    """`scheme://user:secret@host` -> `scheme://user:***@host`; URLs without a password are unchanged."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    credentials, _, host = rest.rpartition("@")
+    if ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment (`AZR_*`), with explicit overrides on top."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

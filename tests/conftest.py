@@ -1,0 +1,57 @@
+"""Suite-wide fixtures: where the shared data lives, and the real servers tests need.
+
+A test that needs Redis, PostgreSQL or Docker asks for the fixture. If the server does not answer it is skipped
+with the reason shown, unless `AZR_REQUIRE_SERVICES=1` (set by `.ci/run`), where a missing server is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from services.probes import database_unavailable_reason, redis_unavailable_reason
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = Path(os.environ.get("AZR_SHARED_DIR", REPO_ROOT.parent / "shared"))
+TEST_REDIS_URL = os.environ.get("AZR_REDIS_URL", "redis://127.0.0.1:6379/0")
+TEST_DATABASE_URL = os.environ.get("AZR_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def services_required() -> bool:
+    """Whether a missing server must fail the test rather than skip it."""
+    return os.environ.get("AZR_REQUIRE_SERVICES", "") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with a visible reason on a laptop; fail in CI."""
+    if services_required():
+        pytest.fail(f"required service missing (AZR_REQUIRE_SERVICES=1): {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """`../shared` beside the repository: the paper, the reference notes and the real data."""
+    if not SHARED_DIR.is_dir():
+        skip_or_fail(f"shared directory not found at {SHARED_DIR} (set AZR_SHARED_DIR)")
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of a real Redis server (AZR_REDIS_URL, default 127.0.0.1:6379)."""
+    reason = redis_unavailable_reason(TEST_REDIS_URL)
+    if reason:
+        skip_or_fail(reason)
+    return TEST_REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL of a real PostgreSQL database (AZR_DATABASE_URL, default the local `test` database)."""
+    reason = database_unavailable_reason(TEST_DATABASE_URL)
+    if reason:
+        skip_or_fail(reason)
+    return TEST_DATABASE_URL

@@ -1,0 +1,1 @@
+"""Trainer service: TRR++ updates, checkpoints and weight pushes. Built by issue #6."""
