@@ -6,6 +6,7 @@ The executor is the only source of truth: every reward is computed from an `Exec
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, Field
 
@@ -70,3 +71,69 @@ class CheckResult(BaseModel):
     correct: bool
     error: str | None = None
     ms: float = 0.0
+
+
+# --- requests: one model per executor operation, discriminated by `op` (RQ payloads, POST /v1/execute) ---------------
+
+
+class ValidateProposalRequest(BaseModel):
+    """Validate a deduction/abduction proposal: does `f(<input>)` run, return, and agree across hash seeds?"""
+
+    schema_version: int = EXECUTION_SCHEMA_VERSION
+    op: Literal["validate_proposal"] = "validate_proposal"
+    program: str = Field(max_length=200_000)
+    input: str = Field(max_length=200_000)
+
+
+class ValidateInductionRequest(BaseModel):
+    """Validate an induction proposal: the program must pass validation on every one of the N inputs."""
+
+    schema_version: int = EXECUTION_SCHEMA_VERSION
+    op: Literal["validate_induction"] = "validate_induction"
+    program: str = Field(max_length=200_000)
+    inputs: list[str] = Field(min_length=1, max_length=64)
+
+
+class CheckDeductionRequest(BaseModel):
+    """Is the agent's predicted output equal, as a Python value, to the gold output?"""
+
+    schema_version: int = EXECUTION_SCHEMA_VERSION
+    op: Literal["check_deduction"] = "check_deduction"
+    gold_output: str = Field(max_length=200_000)
+    agent_output: str = Field(max_length=200_000)
+
+
+class CheckAbductionRequest(BaseModel):
+    """Does the program map the agent's input to the gold output?"""
+
+    schema_version: int = EXECUTION_SCHEMA_VERSION
+    op: Literal["check_abduction"] = "check_abduction"
+    program: str = Field(max_length=200_000)
+    gold_output: str = Field(max_length=200_000)
+    agent_input: str = Field(max_length=200_000)
+
+
+class CheckInductionRequest(BaseModel):
+    """Does the agent's program map every hidden input to its gold output?"""
+
+    schema_version: int = EXECUTION_SCHEMA_VERSION
+    op: Literal["check_induction"] = "check_induction"
+    agent_program: str = Field(max_length=200_000)
+    inputs: list[str] = Field(min_length=1, max_length=64)
+    outputs: list[str] = Field(min_length=1, max_length=64)
+
+
+ExecutionRequest = Annotated[
+    Union[
+        ValidateProposalRequest,
+        ValidateInductionRequest,
+        CheckDeductionRequest,
+        CheckAbductionRequest,
+        CheckInductionRequest,
+    ],
+    Field(discriminator="op"),
+]
+"""Any executor request; `op` selects the operation."""
+
+ExecutionResult = Union[ValidationResult, InductionValidationResult, CheckResult]
+"""Any executor result."""

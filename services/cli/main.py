@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from executor_svc.cli import validate, worker_app
 from services.cli.config_cmd import config_app
 from services.cli.run_cmd import run
+from services.cli.serve_cmd import serve_app
 
 app = typer.Typer(
     name="azr",
@@ -15,3 +17,6 @@ app = typer.Typer(
 )
 app.add_typer(config_app, name="config")
 app.command("run")(run)
+app.command("validate")(validate)
+app.add_typer(worker_app, name="worker")
+app.add_typer(serve_app, name="serve")

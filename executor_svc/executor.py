@@ -1,0 +1,289 @@
+"""The Executor: validation of proposals and checks of answers over two pools of sandbox workers (DESIGN.md §5).
+
+Every run of model text happens in a worker (never in this process, which only parses it for the static check).
+Two pools: gold workers run with PYTHONHASHSEED=0, so a program's gold output is the same on any worker and after
+any restart; verify workers run with another fixed seed and repeat each validation run in a separate fresh process,
+which catches programs whose output depends on hash order (paper §3.3.3, j = 2). Answer checks run on gold workers.
+
+Decisions:
+- `no_return`: a proposal whose `f` returns None (for any of its inputs) is invalid: a task needs a value to reason
+  about. Answer checks compare None like any other value.
+- The second (verify) run must succeed with the identical repr; if it times out or runs out of memory that status is
+  reported, any other difference is `nondeterministic`.
+- A worker lost during a request is replaced and the request retried once; lost again -> `crashed`. A worker that
+  cannot start -> `sandbox_error`. See worker_pool.py.
+- Answers: deduction compares eval(gold) == eval(answer) in the sandbox (texts when neither side is an expression);
+  abduction runs f(answer) and compares with eval(gold) in the program's names, and the answer must be plain data;
+  induction runs the agent's program on every hidden input (it gets the static program check first).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from executor_svc import static_check, wire
+from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
+from executor_svc.process_backend import ProcessBackend, SandboxMode
+from executor_svc.worker_pool import ChannelFactory, WorkerPool
+from executor_svc.wire import JobResult
+from services.execution import CheckResult, ExecStatus, ExecutionLimits, InductionValidationResult, ValidationResult
+
+GOLD_HASH_SEED = 0
+VERIFY_HASH_SEED = 1  # differs from seed 0 on the set orders the tests probe; fixed so verdicts are reproducible
+DEFAULT_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+T = TypeVar("T")
+
+
+class _RunFailed(Exception):
+    """A request got no job results: its worker crashed twice, or the sandbox is broken."""
+
+    def __init__(self, status: ExecStatus, error: str) -> None:
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _short(text: str | None, limit: int = 80) -> str:
+    text = "None" if text is None else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Executor:
+    """Sandboxed executor (implements services.ports.CodeExecutor); thread-safe; close() it (or use `with`)."""
+
+    def __init__(self, *, workers: int = 2, limits: ExecutionLimits | None = None, sandbox: SandboxMode = "auto",
+                 python: str | None = None, recycle_after: int = 1000, channel_factory: ChannelFactory | None = None,
+                 isolation: str | None = None, verify_hash_seed: int = VERIFY_HASH_SEED) -> None:
+        """`channel_factory` plugs in another backend (docker); the executor owns it and calls its close(), if any,
+        on close. Otherwise a process backend is built from `sandbox` ("auto" | "bwrap" | "none") and `python`
+        (absolute interpreter path for the workers). Starts all 2 x `workers` workers before returning."""
+        if verify_hash_seed == GOLD_HASH_SEED:
+            raise ValueError("the verify hash seed must differ from the gold seed")
+        if workers < 1 or recycle_after < 1:
+            raise ValueError("workers and recycle_after must be >= 1")
+        self.limits = limits or ExecutionLimits()
+        self._backend: Any = channel_factory
+        if channel_factory is None:
+            self._backend = ProcessBackend(python or DEFAULT_PYTHON, sandbox)
+        self._isolation = isolation or getattr(self._backend, "isolation", "custom")
+        self._gold = WorkerPool(self._backend, hash_seed=GOLD_HASH_SEED, size=workers, recycle_after=recycle_after)
+        self._verify = WorkerPool(self._backend, hash_seed=verify_hash_seed, size=workers,
+                                  recycle_after=recycle_after)
+        self._threads = ThreadPoolExecutor(max_workers=2 * workers, thread_name_prefix="azr-executor")
+        self._finalizer = weakref.finalize(self, _shutdown, self._threads, (self._gold, self._verify), self._backend)
+        try:
+            self._gold.start()
+            self._verify.start()
+            if self._gold.str_hash == self._verify.str_hash:
+                raise SandboxUnavailable("gold and verify workers hash strings alike: hash seeds are not effective")
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Executor:
+        """Build from a services.settings.Settings (or any object with its `executor_*` attributes).
+
+        For `executor_backend="docker"` the factory comes from `executor_svc.docker_backend.
+        channel_factory_from_settings(settings)`: a callable hash_seed -> WorkerChannel, optionally with an
+        `isolation` label and a `close()` that the executor calls when it closes.
+        """
+        def get(name: str, default: Any) -> Any:
+            return getattr(settings, name, default)
+
+        limits = ExecutionLimits(timeout_s=get("executor_timeout_s", 10.0), memory_mb=get("executor_memory_mb", 1024),
+                                 max_output_bytes=get("executor_max_output_bytes", 65536),
+                                 max_processes=get("executor_max_processes", 64))
+        common = {"workers": get("executor_workers", 2), "limits": limits,
+                  "recycle_after": get("executor_recycle_after", 1000)}
+        backend = get("executor_backend", "process")
+        if backend == "docker":
+            from executor_svc import docker_backend  # the docker backend's own module
+
+            factory = docker_backend.channel_factory_from_settings(settings)
+            return cls(channel_factory=factory, isolation=getattr(factory, "isolation", "docker"), **common)
+        if backend != "process":
+            raise ValueError(f"unknown executor_backend {backend!r}")
+        return cls(sandbox=get("executor_sandbox", "auto"), python=get("executor_python", None), **common)
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def isolation(self) -> str:
+        """Which isolation the workers run under: "bwrap", "none", "docker", ... (for /readyz)."""
+        return self._isolation
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Worker counters per pool: started, lost, recycled, requests."""
+        return {"gold": vars(self._gold.stats).copy(), "verify": vars(self._verify.stats).copy()}
+
+    def worker_pids(self) -> dict[str, list[int]]:
+        """Host pids of the live workers per pool (for operators and tests)."""
+        return {"gold": self._gold.worker_pids(), "verify": self._verify.worker_pids()}
+
+    def close(self) -> None:
+        """Finish requests in flight, then stop every worker and the backend. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------------------------------------ operations
+
+    def validate_proposal(self, program: str, input: str) -> ValidationResult:
+        """Static check, then f(input) under seed 0 (gold output) and again under the verify seed."""
+        started = time.perf_counter()
+        verdict = static_check.check_program(program)
+        if verdict.passed:
+            argument = static_check.check_arguments(input)
+            verdict = verdict if argument.passed else static_check.StaticVerdict(
+                argument.status, argument.error, verdict.imports)
+        if not verdict.passed:
+            return ValidationResult(status=verdict.status, error=verdict.error, imports=verdict.imports,
+                                    ms=_ms(started))
+        status, error, outputs, _ = self._validate_runs(program, [input])
+        output = outputs[0] if outputs else None
+        return ValidationResult(status=status, output=output, error=error, imports=verdict.imports, ms=_ms(started))
+
+    def validate_induction(self, program: str, inputs: Sequence[str]) -> InductionValidationResult:
+        """Every input must validate; the first that does not invalidates the proposal (`failed_index`)."""
+        started = time.perf_counter()
+        if not inputs:
+            return InductionValidationResult(status=ExecStatus.SYNTAX_ERROR, error="no inputs", ms=_ms(started))
+        verdict = static_check.check_program(program)
+        if not verdict.passed:
+            return InductionValidationResult(status=verdict.status, error=verdict.error, ms=_ms(started))
+        for index, text in enumerate(inputs):
+            argument = static_check.check_arguments(text)
+            if not argument.passed:
+                return InductionValidationResult(status=argument.status, error=f"input {index}: {argument.error}",
+                                                 failed_index=index, ms=_ms(started))
+        status, error, outputs, failed = self._validate_runs(program, list(inputs))
+        return InductionValidationResult(status=status, outputs=outputs, error=error, failed_index=failed,
+                                         ms=_ms(started))
+
+    def check_deduction(self, gold_output: str, agent_output: str) -> CheckResult:
+        """eval(gold) == eval(answer), both evaluated in the sandbox."""
+        started = time.perf_counter()
+        verdict = static_check.check_answer_value(agent_output)
+        if verdict.status is ExecStatus.FORBIDDEN:  # a syntax error goes on: the sandbox may compare texts
+            return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
+        return self._check([wire.equal_job(agent_output, gold_output)], started)
+
+    def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
+        """f(answer) == eval(gold) in the sandbox; the answer must be plain data."""
+        started = time.perf_counter()
+        for verdict in (static_check.check_program(program), static_check.check_arguments(agent_input, answer=True)):
+            if not verdict.passed:
+                return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
+        job = wire.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=True)
+        return self._check([job], started)
+
+    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
+        """The agent's program must map every hidden input to its gold output."""
+        started = time.perf_counter()
+        if len(inputs) != len(outputs) or not inputs:
+            raise ValueError(f"need as many outputs as inputs (at least one), got {len(inputs)} and {len(outputs)}")
+        verdict = static_check.check_program(agent_program)
+        if not verdict.passed:
+            return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
+        jobs = [wire.call_equal_job(agent_program, text, output, scope="pristine", plain_args=False)
+                for text, output in zip(inputs, outputs)]
+        return self._check(jobs, started)
+
+    # -------------------------------------------------------------------------------------------------- batches
+
+    def validate_many(self, items: Iterable[tuple[str, str]]) -> list[ValidationResult]:
+        """validate_proposal over (program, input) pairs, in parallel over the pool; results in input order."""
+        return self._map(self.validate_proposal, items)
+
+    def validate_induction_many(self, items: Iterable[tuple[str, Sequence[str]]]) -> list[InductionValidationResult]:
+        return self._map(self.validate_induction, items)
+
+    def check_deduction_many(self, items: Iterable[tuple[str, str]]) -> list[CheckResult]:
+        return self._map(self.check_deduction, items)
+
+    def check_abduction_many(self, items: Iterable[tuple[str, str, str]]) -> list[CheckResult]:
+        return self._map(self.check_abduction, items)
+
+    def check_induction_many(self, items: Iterable[tuple[str, Sequence[str], Sequence[str]]]) -> list[CheckResult]:
+        return self._map(self.check_induction, items)
+
+    def _map(self, operation: Callable[..., T], items: Iterable[tuple[Any, ...]]) -> list[T]:
+        if not self._finalizer.alive:
+            raise ExecutorClosed("the executor is closed")
+        return list(self._threads.map(lambda arguments: operation(*arguments), items))
+
+    # -------------------------------------------------------------------------------------------------- helpers
+
+    def _run(self, pool: WorkerPool, jobs: list[dict[str, Any]], stop_on_failure: bool) -> list[JobResult]:
+        message = wire.run_message(jobs, self.limits, stop_on_failure)
+        try:
+            reply = pool.request(message, wire.reply_timeout_s(self.limits, len(jobs)), jobs=len(jobs))
+            return wire.read_results(reply, len(jobs), stop_on_failure)
+        except WorkerCrashed as exc:
+            raise _RunFailed(ExecStatus.CRASHED, str(exc)) from exc
+        except ExecutorClosed:
+            raise
+        except SandboxUnavailable as exc:
+            raise _RunFailed(ExecStatus.SANDBOX_ERROR, str(exc)) from exc
+
+    def _validate_runs(self, program: str, inputs: list[str]) -> tuple[ExecStatus, str | None, list[str] | None,
+                                                                       int | None]:
+        """(status, error, outputs, failed_index) of the gold runs and their verify re-runs."""
+        jobs = [wire.call_job(program, text) for text in inputs]
+        try:
+            gold = self._run(self._gold, jobs, stop_on_failure=True)
+            for index, result in enumerate(gold):
+                if result.status is not ExecStatus.OK:
+                    return result.status, result.error, None, index
+                if result.none:
+                    return ExecStatus.NO_RETURN, "f returned None: a task needs a value", None, index
+            verify = self._run(self._verify, jobs, stop_on_failure=False)
+        except _RunFailed as failed:
+            return failed.status, failed.error, None, None
+        for index, (first, second) in enumerate(zip(gold, verify)):
+            if second.status in (ExecStatus.TIMEOUT, ExecStatus.MEMORY):
+                return second.status, f"on the second run: {second.error}", None, index
+            if second.status is not ExecStatus.OK or second.output != first.output:
+                again = second.output if second.status is ExecStatus.OK else f"{second.status}: {second.error}"
+                error = (f"hash seed {GOLD_HASH_SEED} gave {_short(first.output)}, "
+                         f"hash seed {self._verify.hash_seed} gave {_short(again)}")
+                return ExecStatus.NONDETERMINISTIC, error, None, index
+        return ExecStatus.OK, None, [result.output or "" for result in gold], None
+
+    def _check(self, jobs: list[dict[str, Any]], started: float) -> CheckResult:
+        try:
+            results = self._run(self._gold, jobs, stop_on_failure=True)
+        except _RunFailed as failed:
+            return CheckResult(status=failed.status, correct=False, error=failed.error, ms=_ms(started))
+        for index, result in enumerate(results):
+            where = f"pair {index}: " if len(jobs) > 1 else ""
+            if result.status is not ExecStatus.OK:
+                return CheckResult(status=result.status, correct=False, error=where + (result.error or ""),
+                                   ms=_ms(started))
+            if not result.equal:
+                return CheckResult(status=ExecStatus.WRONG_ANSWER, correct=False,
+                                   error=where + (result.error or "not equal to the gold value"), ms=_ms(started))
+        return CheckResult(status=ExecStatus.OK, correct=True, ms=_ms(started))
+
+
+def _shutdown(threads: ThreadPoolExecutor, pools: tuple[WorkerPool, ...], backend: Any) -> None:
+    """Close everything an Executor owns (also run by its finalizer when it is garbage-collected unclosed)."""
+    threads.shutdown(wait=True, cancel_futures=True)
+    for pool in pools:
+        pool.close()
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()

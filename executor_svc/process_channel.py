@@ -1,0 +1,146 @@
+"""A WorkerChannel over a local worker process's stdin/stdout pipes (the `process` backend's transport)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from executor_svc.channel import ReplyTimeout, WorkerLost
+from executor_svc.errors import SandboxUnavailable
+from executor_svc.worker import PROTOCOL_VERSION
+
+NOBODY = 65534
+MAX_REPLY_BYTES = 256 << 20
+SEND_TIMEOUT_S = 30.0
+
+
+def launch_uid() -> int | None:
+    """The uid workers are launched as: 65534 when we are root (RLIMIT_NPROC does not bind root), else ours (None)."""
+    return NOBODY if os.geteuid() == 0 else None
+
+
+class ProcessWorkerChannel:
+    """One worker process spoken to over its stdin/stdout pipes (implements executor_svc.channel.WorkerChannel)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], scratch_dir: str | None = None) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        uid = launch_uid()
+        ids: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        self._scratch_dir = scratch_dir
+        self._buffer = bytearray()
+        self._closed = False
+        try:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                          env=env, cwd="/", close_fds=True, start_new_session=True, bufsize=0, **ids)
+        except OSError as exc:
+            self._stderr.close()
+            raise SandboxUnavailable(f"cannot start worker {argv[0]}: {exc}") from exc
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._in, self._out = self._proc.stdin.fileno(), self._proc.stdout.fileno()
+        os.set_blocking(self._in, False)
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def send(self, message: dict[str, Any]) -> None:
+        view = memoryview((json.dumps(message) + "\n").encode("ascii"))
+        deadline = time.monotonic() + SEND_TIMEOUT_S
+        try:
+            poller = select.poll()
+            poller.register(self._in, select.POLLOUT)
+            while view:
+                if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                    raise ReplyTimeout("the worker does not read its requests")
+                view = view[os.write(self._in, view):]
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise WorkerLost(self._why(f"cannot write to the worker: {exc}")) from exc
+
+    def receive(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        poller = select.poll()  # not select(): it fails on fd numbers above 1023
+        poller.register(self._out, select.POLLIN)
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReplyTimeout(f"no reply within {timeout_s:.1f}s")
+            if not poller.poll(remaining * 1000):
+                continue
+            try:
+                chunk = os.read(self._out, 1 << 16)
+            except OSError as exc:
+                raise WorkerLost(self._why(f"cannot read from the worker: {exc}")) from exc
+            if not chunk:
+                raise WorkerLost(self._why("the worker closed its output"))
+            self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                raise WorkerLost("the worker's reply is too long")
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise WorkerLost(f"the worker wrote a line that is not JSON: {line[:200]!r}") from exc
+        if not isinstance(reply, dict):
+            raise WorkerLost("the worker's reply is not an object")
+        return reply
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill its process group (and, unsandboxed, its session) if it does not."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.alive():
+            try:
+                self.send({"v": PROTOCOL_VERSION, "id": "close", "op": "exit"})
+                self._proc.wait(timeout=1.0)
+            except (WorkerLost, ReplyTimeout, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        _kill_session(self._proc.pid)  # unsandboxed children live in the worker's session; before the reap below,
+        self._proc.wait()              # so that the session id cannot have been reused yet
+        for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
+            if stream is not None:
+                stream.close()
+        if self._scratch_dir:
+            shutil.rmtree(self._scratch_dir, ignore_errors=True)
+
+    def _why(self, what: str) -> str:
+        """`what`, plus the worker's exit status and the tail of its stderr when it died."""
+        code = self._proc.poll()
+        if code is None:
+            return what
+        try:
+            self._stderr.seek(0, os.SEEK_END)
+            self._stderr.seek(max(0, self._stderr.tell() - 600))
+            tail = self._stderr.read().decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            tail = ""
+        return f"{what} (exit status {code}{': ' + tail if tail else ''})"
+
+
+def _kill_session(session: int) -> None:
+    """SIGKILL every process whose session id is `session` (stat field 6)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            pass

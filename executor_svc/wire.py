@@ -1,0 +1,78 @@
+"""Executor side of the worker protocol: building `run` requests and reading their results (see worker.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from executor_svc.errors import SandboxUnavailable
+from services.execution import ExecStatus, ExecutionLimits
+
+WORKER_STATUSES = frozenset({"ok", "syntax_error", "no_function", "runtime_error", "timeout", "memory",
+                             "output_too_large", "crashed"})
+"""Statuses a worker reports for one job; each is also an ExecStatus value."""
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one job (one forked child) produced."""
+
+    status: ExecStatus
+    error: str | None = None
+    output: str | None = None  # repr(f(args)) of a `call` job
+    none: bool = False  # a `call` job's result was None
+    equal: bool | None = None  # verdict of an `equal` / `call_equal` job
+    ms: float = 0.0
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is ExecStatus.OK and self.equal is not False
+
+    @classmethod
+    def from_wire(cls, raw: Any) -> JobResult:
+        if not isinstance(raw, dict) or raw.get("status") not in WORKER_STATUSES:
+            raise SandboxUnavailable(f"malformed job result from the worker: {str(raw)[:200]}")
+        equal = raw.get("equal")
+        return cls(status=ExecStatus(raw["status"]), error=raw.get("error"), output=raw.get("output"),
+                   none=bool(raw.get("none")), equal=None if equal is None else bool(equal),
+                   ms=float(raw.get("ms") or 0.0))
+
+
+def call_job(program: str, args: str) -> dict[str, Any]:
+    """Run `f(<args>)`; the result is its repr."""
+    return {"kind": "call", "program": program, "args": args}
+
+
+def equal_job(answer: str, expected: str) -> dict[str, Any]:
+    """Evaluate both expressions (answer first) and compare the values."""
+    return {"kind": "equal", "answer": answer, "expected": expected}
+
+
+def call_equal_job(program: str, args: str, expected: str, *, scope: Literal["program", "pristine"],
+                   plain_args: bool) -> dict[str, Any]:
+    """Run `f(<args>)` and compare with `expected`, evaluated after the run in the program's names or in none."""
+    return {"kind": "call_equal", "program": program, "args": args, "expected": expected,
+            "expected_scope": scope, "plain_args": plain_args}
+
+
+def run_message(jobs: list[dict[str, Any]], limits: ExecutionLimits, stop_on_failure: bool) -> dict[str, Any]:
+    """A `run` request (the pool adds `v` and `id`)."""
+    return {"op": "run", "jobs": jobs, "stop_on_failure": stop_on_failure,
+            "limits": {"timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb,
+                       "max_output_bytes": limits.max_output_bytes, "max_processes": limits.max_processes}}
+
+
+def reply_timeout_s(limits: ExecutionLimits, jobs: int) -> float:
+    """How long a worker may take for `jobs` jobs before it counts as hung (each job is bounded by its deadline)."""
+    return jobs * (limits.timeout_s + 1.0) + 5.0
+
+
+def read_results(reply: dict[str, Any], jobs: int, stop_on_failure: bool) -> list[JobResult]:
+    """The job results of a `run` reply, checked against what was asked."""
+    raw = reply.get("results")
+    if not isinstance(raw, list) or not raw or len(raw) > jobs:
+        raise SandboxUnavailable(f"the worker answered {str(raw)[:200]} to {jobs} job(s)")
+    results = [JobResult.from_wire(item) for item in raw]
+    if len(results) < jobs and not (stop_on_failure and not results[-1].succeeded):
+        raise SandboxUnavailable(f"the worker ran {len(results)} of {jobs} jobs")
+    return results

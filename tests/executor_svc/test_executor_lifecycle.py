@@ -1,0 +1,195 @@
+"""Worker death, retry, recycling, concurrency, configuration and shutdown of the Executor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+import pytest
+
+from executor_svc import process_backend
+from executor_svc.errors import ExecutorClosed, SandboxUnavailable
+from executor_svc.executor import Executor
+from executor_svc.process_backend import ProcessBackend, worker_env
+from executor_svc.process_channel import ProcessWorkerChannel
+from services.execution import ExecStatus, ExecutionLimits
+
+LIMITS = ExecutionLimits(timeout_s=3.0, memory_mb=512)
+KILL_PARENT = "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 1"
+DOUBLE = ("def f(x):\n    return x * 2", "21", "42")
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[Executor]:
+    with Executor(workers=1, limits=LIMITS) as running:
+        yield running
+
+
+def lost(executor: Executor) -> int:
+    return sum(pool["lost"] for pool in executor.stats().values())
+
+
+def children_of_this_process() -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid()):
+                found.add(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_program_that_kills_its_worker_twice_is_crashed(executor: Executor) -> None:
+    before = lost(executor)
+    result = executor.validate_proposal(KILL_PARENT, "1")
+    assert result.status is ExecStatus.CRASHED and "twice" in (result.error or "")
+    assert lost(executor) == before + 2
+    assert executor.validate_proposal(DOUBLE[0], DOUBLE[1]).output == DOUBLE[2]
+
+
+def test_an_answer_check_that_kills_its_worker_is_crashed_not_correct(executor: Executor) -> None:
+    check = executor.check_induction(KILL_PARENT, ["1"], ["1"])
+    assert (check.status, check.correct) == (ExecStatus.CRASHED, False)
+
+
+def test_a_worker_lost_once_is_replaced_and_the_task_retried(executor: Executor) -> None:
+    """An infrastructure hiccup (the worker killed from outside mid-task) costs a retry, not a verdict."""
+    assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]  # (re)start the workers
+    before = lost(executor)
+    pids = executor.worker_pids()["gold"]
+    assert len(pids) == 1
+    killer = threading.Timer(0.5, lambda: os.kill(pids[0], signal.SIGKILL))
+    killer.start()
+    result = executor.validate_proposal("import select\ndef f(x):\n    select.select([], [], [], 1)\n    return x", "7")
+    killer.join()
+    assert (result.status, result.output) == (ExecStatus.OK, "7")
+    assert lost(executor) == before + 1 and executor.worker_pids()["gold"] != pids
+
+
+def test_workers_are_recycled_after_n_jobs() -> None:
+    with Executor(workers=1, limits=LIMITS, recycle_after=2) as executor:
+        for _ in range(5):
+            assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
+        gold = executor.stats()["gold"]
+    assert gold["recycled"] == 2 and gold["started"] == 3 and gold["lost"] == 0
+
+
+def test_batches_run_in_parallel_over_the_pool() -> None:
+    sleeper = "import select\ndef f(x):\n    select.select([], [], [], 0.4)\n    return x"
+    items = [(sleeper, str(index)) for index in range(6)]
+    with Executor(workers=2, limits=LIMITS) as executor:
+        started = time.monotonic()
+        results = executor.validate_many(items)
+        elapsed = time.monotonic() - started
+    assert [result.output for result in results] == [str(index) for index in range(6)]
+    assert elapsed < 0.75 * 6 * 2 * 0.4  # serial: 6 tasks x 2 runs x 0.4 s
+
+
+def test_many_threads_share_one_executor(executor: Executor) -> None:
+    outputs: dict[int, Any] = {}
+
+    def work(base: int) -> None:
+        for index in range(base, base + 10):
+            outputs[index] = executor.validate_proposal("def f(x):\n    return x + 1", str(index)).output
+
+    threads = [threading.Thread(target=work, args=(base,)) for base in range(0, 60, 10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outputs == {index: str(index + 1) for index in range(60)}
+
+
+def test_from_settings_reads_the_executor_fields() -> None:
+    settings = SimpleNamespace(executor_backend="process", executor_workers=1, executor_timeout_s=4.0,
+                               executor_memory_mb=300, executor_max_output_bytes=5000, executor_max_processes=9,
+                               executor_sandbox="none", executor_python="/usr/bin/python3", executor_recycle_after=7)
+    with Executor.from_settings(settings) as executor:
+        assert executor.limits == ExecutionLimits(timeout_s=4.0, memory_mb=300, max_output_bytes=5000, max_processes=9)
+        assert executor.isolation == "none"
+        assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
+
+
+def test_from_real_settings_uses_bubblewrap_where_it_works(isolation_required: Any) -> None:
+    from services.settings import Settings
+
+    with Executor.from_settings(Settings(executor_workers=1)) as executor:
+        isolation_required(executor)
+        assert executor.isolation == "bwrap"
+
+
+def test_required_bubblewrap_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(process_backend, "SYSTEM_PATH", str(tmp_path))  # no bwrap to be found
+    monkeypatch.setattr(process_backend, "_probe_results", {})
+    with pytest.raises(SandboxUnavailable, match="bwrap"):
+        Executor(workers=1, sandbox="bwrap")
+    with Executor(workers=1, sandbox="auto") as executor:  # auto falls back, and says so
+        assert executor.isolation == "none"
+
+
+def test_interpreter_must_be_an_absolute_path() -> None:
+    with pytest.raises(SandboxUnavailable, match="absolute"):
+        Executor(workers=1, python="python3")
+
+
+def test_a_worker_that_ignores_the_hash_seed_is_refused() -> None:
+    """`-I` makes Python ignore PYTHONHASHSEED: the handshake must catch it."""
+    backend = ProcessBackend("/usr/bin/python3", "none")
+
+    def isolated_mode(seed: int) -> ProcessWorkerChannel:
+        return ProcessWorkerChannel(["/usr/bin/python3", "-I", "-S", backend.worker_file], env=worker_env(seed))
+
+    try:
+        with pytest.raises(SandboxUnavailable, match="PYTHONHASHSEED"):
+            Executor(workers=1, channel_factory=isolated_mode)
+    finally:
+        backend.close()
+
+
+def test_a_worker_that_cannot_be_replaced_is_a_sandbox_error() -> None:
+    backend = ProcessBackend("/usr/bin/python3")
+    budget = {"starts": 2}  # one gold and one verify worker, then the machinery breaks
+
+    def flaky(seed: int) -> ProcessWorkerChannel:
+        budget["starts"] -= 1
+        if budget["starts"] < 0:
+            raise OSError("no more processes")
+        return backend(seed)
+
+    with Executor(workers=1, limits=LIMITS, channel_factory=flaky, isolation="test") as executor:
+        assert executor.isolation == "test"
+        assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
+        result = executor.validate_proposal(KILL_PARENT, "1")
+        assert result.status is ExecStatus.SANDBOX_ERROR and "no more processes" in (result.error or "")
+    backend.close()
+
+
+def test_close_is_idempotent_and_leaves_no_process() -> None:
+    before = children_of_this_process()
+    executor = Executor(workers=2, limits=LIMITS)
+    assert children_of_this_process() - before
+    executor.validate_many([DOUBLE[:2]] * 4)
+    executor.close()
+    executor.close()
+    assert children_of_this_process() - before == set()
+    with pytest.raises(ExecutorClosed):
+        executor.validate_proposal(*DOUBLE[:2])
+    with pytest.raises(ExecutorClosed):
+        executor.validate_many([DOUBLE[:2]])
+
+
+def test_the_staged_worker_program_is_reused_and_guarded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(process_backend, "SHARED_TMP", str(tmp_path))
+    first = process_backend.stage_worker()
+    assert process_backend.stage_worker() == first
+    assert Path(first).read_bytes() == process_backend.WORKER_SOURCE.read_bytes()
+    assert oct(Path(first).stat().st_mode & 0o777) == "0o444"
+    Path(first).parent.chmod(0o777)  # anyone could swap the program now: refuse to use it
+    with pytest.raises(SandboxUnavailable, match="not ours alone"):
+        process_backend.stage_worker()
