@@ -2,13 +2,21 @@
 
 - CodeExecutor: `executor_svc.executor.Executor` (in-process sandbox pool) or `executor_svc.rq_client.RQCodeExecutor`
   (jobs on the RQ queue `executor`, run by `azr worker executor`).
+- TripletStore: `services.store` (SQLAlchemy; SQLite in the embedded profile, PostgreSQL in the distributed one).
+- EpisodeQueue: `services.queues` (a Redis Stream with a consumer group, or an in-process queue; same contract).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+import random
+from datetime import datetime
+from typing import Protocol, Sequence, Union
 
+from pydantic import BaseModel
+
+from services.algorithm.task_types import TaskType
 from services.execution import CheckResult, InductionValidationResult, ValidationResult
+from services.records import Episode, InductionTask, Triplet, TripletSource
 
 
 class CodeExecutor(Protocol):
@@ -28,3 +36,103 @@ class CodeExecutor(Protocol):
 
     def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
         """Run the agent's program on every hidden input and compare with each gold output."""
+
+
+# ------------------------------------------------------------------------------------------------ buffer store
+
+
+class InsertOutcome(BaseModel):
+    """What `TripletStore.insert_*` did with one entry."""
+
+    id: str  # the stored entry's id: the new one, or the existing one when a duplicate
+    created: bool  # False: same normalised program + input(s) already in that buffer; nothing written
+    evicted: int = 0  # oldest non-seed entries removed to keep the buffer under its cap
+
+
+class BufferStats(BaseModel):
+    """Counts and summary statistics of one buffer (`GET /v1/buffers`)."""
+
+    buffer: TaskType
+    count: int
+    by_source: dict[str, int]  # TripletSource value -> entries
+    min_step: int | None = None
+    max_step: int | None = None
+    max_policy_version: int | None = None
+    latest_created_at: datetime | None = None
+    cap: int
+
+
+BufferEntry = Union[Triplet, InductionTask]
+
+
+class TripletStore(Protocol):
+    """The three buffers D_ded, D_abd, D_ind (DESIGN.md §1, §2 items 5-6); SQLAlchemy over PostgreSQL or SQLite.
+
+    Every sampling call takes a `random.Random` so a run is reproducible from its seed. Entries are returned
+    as `services.records` models with `id` and `program_hash` filled in.
+    """
+
+    def initialise(self) -> None:
+        """Put the zero triplet (Fig 5) in D_abd and D_ded if absent. Idempotent."""
+
+    def insert_triplet(self, triplet: Triplet) -> InsertOutcome:
+        """Store a deduction/abduction triplet unless the same normalised program + input is in that buffer."""
+
+    def insert_induction(self, task: InductionTask) -> InsertOutcome:
+        """Store an induction task unless the same normalised program + inputs is in D_ind."""
+
+    def get(self, buffer: TaskType, entry_id: str) -> BufferEntry | None:
+        """One entry by id, or None."""
+
+    def list_entries(self, buffer: TaskType, *, limit: int = 50, offset: int = 0, source: TripletSource | None = None,
+                     min_step: int | None = None) -> tuple[list[BufferEntry], int]:
+        """A page of entries, newest first, and the total matching the filters."""
+
+    def sample_references(self, buffer: TaskType, k: int, rng: random.Random) -> list[Triplet]:
+        """K distinct triplets of D_ded or D_abd, uniformly without replacement (all of them when fewer than K)."""
+
+    def sample_program(self, rng: random.Random) -> Triplet | None:
+        """One triplet uniformly from D_abd ∪ D_ded, for an induction proposal; None when both are empty."""
+
+    def sample_batch(self, buffer: TaskType, size: int, new_ids: Sequence[str], rng: random.Random) -> list[BufferEntry]:
+        """A solver batch of `size`: this step's new entries first, then uniform fill from the buffer (§3.3.2)."""
+
+    def stats(self) -> list[BufferStats]:
+        """One BufferStats per buffer, in TaskType order."""
+
+    def count(self, buffer: TaskType) -> int:
+        """Entries in one buffer."""
+
+
+# ------------------------------------------------------------------------------------------------ episode queue
+
+
+class Delivery(BaseModel):
+    """One episode handed to a consumer; `ack` it by `delivery_id` once applied."""
+
+    delivery_id: str  # the queue's own id for this delivery (a stream entry id, or a counter)
+    episode: Episode
+    deliveries: int = 1  # how many times this entry has been handed out (>1 after a consumer died)
+
+
+class EpisodeQueue(Protocol):
+    """Completed episodes from the coordinator to the trainer, at least once (DESIGN.md §3).
+
+    An episode read but not acknowledged is handed out again after `claim_after_s` to any consumer of the
+    group; the trainer detects a second application by `Episode.id`.
+    """
+
+    def publish(self, episodes: Sequence[Episode]) -> list[str]:
+        """Append episodes; returns their delivery ids."""
+
+    def read(self, consumer: str, max_count: int, block_s: float) -> list[Delivery]:
+        """Up to `max_count` deliveries for `consumer`: first ones left unacknowledged by dead consumers, then new."""
+
+    def ack(self, delivery_ids: Sequence[str]) -> int:
+        """Acknowledge applied deliveries; returns how many were pending."""
+
+    def pending(self) -> int:
+        """Deliveries handed out and not yet acknowledged."""
+
+    def depth(self) -> int:
+        """Episodes published and not yet handed out."""
