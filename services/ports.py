@@ -4,15 +4,16 @@
   (jobs on the RQ queue `executor`, run by `azr worker executor`).
 - TripletStore: `services.store` (SQLAlchemy; SQLite in the embedded profile, PostgreSQL in the distributed one).
 - EpisodeQueue: `services.queues` (a Redis Stream with a consumer group, or an in-process queue; same contract).
+- InferenceEngine: `services.inference` (local transformers engine, or the SGLang HTTP client).
 """
 
 from __future__ import annotations
 
 import random
 from datetime import datetime
-from typing import Protocol, Sequence, Union
+from typing import Literal, Protocol, Sequence, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import CheckResult, InductionValidationResult, ValidationResult
@@ -136,3 +137,55 @@ class EpisodeQueue(Protocol):
 
     def depth(self) -> int:
         """Episodes published and not yet handed out."""
+
+
+# ------------------------------------------------------------------------------------------------ inference
+
+
+class SamplingParams(BaseModel):
+    """How to sample completions; the SGLang `sampling_params` subset we use (DESIGN.md §6)."""
+
+    max_new_tokens: int = Field(512, ge=1)
+    temperature: float = Field(1.0, ge=0)  # 0 means greedy
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = -1  # -1: off
+    n: int = Field(1, ge=1)  # completions per prompt
+    stop: list[str] = Field(default_factory=list)
+    seed: int | None = None  # SGLang's `sampling_seed`
+
+
+class Completion(BaseModel):
+    """One sampled continuation of one prompt, with what the trainer needs."""
+
+    prompt_index: int  # which prompt of the request it continues
+    text: str
+    output_ids: list[int]
+    logprobs: list[float]  # behaviour logprob of each output token under the weights that sampled it
+    finish_reason: Literal["stop", "length"]
+    weight_version: str  # the policy version of the weights that produced it (SGLang `weight_version`)
+
+
+class InferenceEngine(Protocol):
+    """Generates completions from token ids: the local transformers engine or SGLang servers over HTTP."""
+
+    def prompt_ids(self, user_text: str) -> list[int]:
+        """Token ids of a prompt: the chat template with `user_text` as the user turn for instruct models, the plain
+        text for base models; ready for generation (assistant turn opened)."""
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of token ids (special tokens dropped)."""
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
+        """For each prompt, `sampling.n` completions (outer list in prompt order). Aborted samples are retried
+        internally; a persistent failure raises InferenceError."""
+
+    def weight_version(self) -> str:
+        """The policy version the engine currently serves."""
+
+    def update_weights(self, model_path: str, policy_version: int) -> None:
+        """Serve the checkpoint at `model_path` from now on, tagged `policy_version` (SGLang: pause ->
+        update_weights_from_disk -> continue, continue in a finally)."""
+
+
+class InferenceError(RuntimeError):
+    """Generation failed after retries, or a weight update was refused."""
