@@ -168,9 +168,10 @@ class Completion(BaseModel):
 class InferenceEngine(Protocol):
     """Generates completions from token ids: the local transformers engine or SGLang servers over HTTP."""
 
-    def prompt_ids(self, user_text: str) -> list[int]:
-        """Token ids of a prompt: the chat template with `user_text` as the user turn for instruct models, the plain
-        text for base models; ready for generation (assistant turn opened)."""
+    def prompt_ids(self, instruction: str) -> list[int]:
+        """Token ids of the R1 prompt (Fig 33) for a task instruction (Figs 34-39), ready for generation: instruct
+        models (with a chat template) get `services.algorithm.prompts.r1_chat_messages(instruction)` through their
+        chat template with the assistant turn opened; base models get `render_r1_prompt(instruction)` as plain text."""
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of token ids (special tokens dropped)."""
