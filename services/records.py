@@ -98,3 +98,59 @@ class Episode(BaseModel):
     text: str | None = None
     task_id: str | None = None
     exec_status: str | None = None
+
+
+class ProposedTask(BaseModel):
+    """The task a proposer response parsed into (before validation): a program and its input(s)."""
+
+    program: str  # deduction/abduction: the proposed program; induction: the buffer program it was shown
+    input: str | None = None  # deduction/abduction: argument source text
+    inputs: list[str] | None = None  # induction: N argument source texts
+    message: str | None = None  # induction: the hint for the solver
+
+
+class Proposal(BaseModel):
+    """One proposer rollout (DESIGN.md §8): what was asked, what came back, and what it parsed into."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    task_type: TaskType
+    prompt_ids: list[int]
+    response_ids: list[int]
+    behaviour_logprobs: list[float]
+    text: str
+    task: ProposedTask | None = None  # None when the response did not parse
+    parse_failure: str | None = None  # services.algorithm.response_format.ParseFailure value
+    reference_ids: list[str] = Field(default_factory=list)  # buffer entries shown in the prompt
+    weight_version: str  # policy version of the weights that sampled it
+    finish_reason: str = "stop"
+
+
+class SolveTask(BaseModel):
+    """A task as the solver API receives it: enough to build the solver prompt and to check an answer."""
+
+    task_id: str | None = None
+    program: str
+    input: str | None = None  # deduction: shown; abduction: the gold input (never shown)
+    output: str | None = None  # abduction: shown; deduction: the gold output (never shown)
+    inputs: list[str] | None = None  # induction: all N inputs (the first N//2 shown)
+    outputs: list[str] | None = None  # induction: all N outputs
+    message: str | None = None  # induction
+
+
+class Solution(BaseModel):
+    """One solver rollout: the parsed answer and, when checked, the executor's verdict."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    task_type: TaskType
+    task_id: str | None = None
+    prompt_ids: list[int]
+    response_ids: list[int]
+    behaviour_logprobs: list[float]
+    text: str
+    answer: str | None = None  # deduction: output text; abduction: input text; induction: program source
+    parse_failure: str | None = None
+    weight_version: str
+    finish_reason: str = "stop"
+    checked: bool = False
+    correct: bool | None = None  # set when checked
+    exec_status: str | None = None  # the executor's status when checked (ok, wrong_answer, timeout, ...)

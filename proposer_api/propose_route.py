@@ -1,0 +1,62 @@
+"""`POST /v1/propose`: proposer rollouts (Figs 34-36) on the served policy, parsed, with token ids and logprobs.
+
+References come from the request or are sampled here from the buffers (K from the task type's buffer; one program
+of D_abd ∪ D_ded for induction). Generation runs in a worker thread so the event loop keeps serving health probes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+from fastapi import APIRouter, Depends, HTTPException
+from starlette.concurrency import run_in_threadpool
+
+from services.algorithm.prompts import ReferenceTriplet
+from services.algorithm.task_types import TaskType
+from services.ports import InferenceEngine, InferenceError, SamplingParams, TripletStore
+from services.rollouts.proposing import ProposeContext, propose
+from services.rollouts.wire import ProposeRequest, ProposeResponse, ReferenceIn
+
+
+def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -> list[ProposeContext]:
+    refs = request.references
+    if refs:
+        groups: list[list[ReferenceIn]] = refs if isinstance(refs[0], list) else [refs] * request.count  # type: ignore[list-item,assignment]
+        return [ProposeContext([ReferenceTriplet(r.program, r.input, r.output) for r in group],
+                               [r.id or "" for r in group]) for group in groups]
+    rng = random.Random(request.seed)
+    contexts = []
+    for _ in range(request.count):
+        if request.task_type is TaskType.INDUCTION:
+            program = store.sample_program(rng)
+            if program is None:
+                raise HTTPException(409, "D_abd and D_ded are empty: no program to propose induction inputs for")
+            contexts.append(ProposeContext([ReferenceTriplet(program.program, program.input, program.output)],
+                                           [program.id or ""]))
+        else:
+            sampled = store.sample_references(request.task_type, references_k, rng)
+            contexts.append(ProposeContext([ReferenceTriplet(r.program, r.input, r.output) for r in sampled],
+                                           [r.id or "" for r in sampled]))
+    return contexts
+
+
+def build_propose_router(engine: InferenceEngine, store: TripletStore, settings: Any,
+                         require_token: Callable[..., Any]) -> APIRouter:
+    """The router holding `POST /v1/propose` (write route: bearer token, as it spends GPU time)."""
+    router = APIRouter()
+
+    @router.post("/v1/propose", response_model=ProposeResponse, dependencies=[Depends(require_token)],
+                 summary="Generate proposals for one task type")
+    async def propose_route(request: ProposeRequest) -> ProposeResponse:
+        contexts = await run_in_threadpool(_contexts, request, store, settings.references_k)
+        sampling = request.sampling or SamplingParams(max_new_tokens=settings.max_response_tokens,
+                                                      temperature=settings.temperature, top_p=settings.top_p)
+        num_inputs = request.num_inputs or settings.induction_inputs
+        try:
+            proposals = await run_in_threadpool(propose, engine, request.task_type, contexts, sampling, num_inputs)
+        except InferenceError as exc:
+            raise HTTPException(503, f"inference failed: {exc}") from exc
+        return ProposeResponse(proposals=proposals, weight_version=engine.weight_version())
+
+    return router

@@ -1,0 +1,156 @@
+"""The self-play loop: buffer initialisation, then steps until done, a stop request, or an error.
+
+Two ways the policy moves forward, one loop:
+- embedded: after each step an in-process `PolicyUpdater` (the trainer) updates on the step's episodes, saves a
+  checkpoint and pushes it to the engine; the next step runs on the new weights.
+- distributed: the trainer is another process; before step s the loop waits until the published policy version is
+  at least s − 1 − max_staleness, so generation runs at most `max_staleness` versions ahead of training.
+
+Every step's metrics line goes to `metrics.jsonl` in the run directory and to the store (`record_step`); the step
+counter resumes from the store, so a restarted coordinator continues where it stopped (a step that crashed midway
+is run again under the same episode ids, which the trainer applies once).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from services.coordinator.seeding import seed_buffers
+from services.coordinator.step import SelfPlayStep, StepConfig, StepResult
+from services.coordinator.step_metrics import MetricsLog
+from services.records import Episode
+
+Progress = Callable[[str], None]
+
+
+class PolicyUpdater(Protocol):
+    """The in-process trainer: one TRR++ update on a step's episodes, checkpoint, push; returns its report."""
+
+    def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
+        """Returns at least `policy_version` (after the update); may add loss, timings, checkpoint path."""
+
+
+class PolicyVersionSource(Protocol):
+    """Where the distributed coordinator reads the trainer's published policy version."""
+
+    def current(self) -> int:
+        """The latest published policy version (0 before any update)."""
+
+
+class StepStore(Protocol):
+    """The part of the store the loop needs besides the TripletStore port."""
+
+    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None: ...
+
+    def list_steps(self, run_id: str) -> Sequence[Any]: ...
+
+    def record_episodes(self, episodes: Sequence[Episode]) -> int: ...
+
+
+@dataclass
+class LoopOptions:
+    steps: int  # steps to run in this invocation
+    seed: int
+    seed_target: int  # B×S
+    seed_max_rounds: int
+    max_staleness: int
+    version_wait_s: float = 3600.0  # distributed: longest wait for the trainer before giving up
+
+
+class SelfPlayLoop:
+    """Runs seeding and steps; `request_stop()` (e.g. from a SIGINT handler) ends it at the next step boundary."""
+
+    def __init__(self, *, run_id: str, step_runner: SelfPlayStep, store: Any, metrics: MetricsLog,
+                 options: LoopOptions, updater: PolicyUpdater | None = None,
+                 versions: PolicyVersionSource | None = None, progress: Progress | None = None) -> None:
+        if (updater is None) == (versions is None):
+            raise ValueError("give exactly one of updater (embedded) or versions (distributed)")
+        self.run_id, self.step_runner, self.store, self.metrics = run_id, step_runner, store, metrics
+        self.options, self.updater, self.versions = options, updater, versions
+        self.say = progress or (lambda _message: None)
+        self.stop_requested = False
+        self.policy_version = 0
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
+
+    def last_step(self) -> int:
+        """The last step recorded for this run (0 when none)."""
+        steps = list(self.store.list_steps(self.run_id))
+        return max((int(getattr(s, "step", s["step"] if isinstance(s, dict) else 0)) for s in steps), default=0)
+
+    def seed(self, config: StepConfig, rng: random.Random) -> dict[str, Any]:
+        self.say(f"seeding buffers to {self.options.seed_target} entries each (at most "
+                 f"{self.options.seed_max_rounds} rounds per phase)")
+        return seed_buffers(store=self.store, executor=self.step_runner.executor, rollouts=self.step_runner.rollouts,
+                            config=config, target=self.options.seed_target, max_rounds=self.options.seed_max_rounds,
+                            rng=rng, policy_version=self.policy_version, progress=self.say)
+
+    def run(self, *, policy_version: int = 0) -> list[dict[str, Any]]:
+        """Seed (first invocation only), then run `options.steps` steps; returns their metrics lines."""
+        self.policy_version = policy_version
+        first = self.last_step() + 1
+        rng = random.Random(f"{self.options.seed}:{first}")
+        if first == 1:
+            report = self.seed(self.step_runner.config, rng)
+            self.say(f"seeding done: {report}")
+        lines = []
+        for step in range(first, first + self.options.steps):
+            if self.stop_requested:
+                self.say(f"stop requested: ending before step {step}")
+                break
+            self._wait_for_policy(step)
+            self.say(f"step {step}: propose → validate → solve (policy v{self.policy_version})")
+            result = self.step_runner.run(step, self.policy_version, random.Random(f"{self.options.seed}:{step}"))
+            line = self._finish_step(result)
+            lines.append(line)
+            self.say(summarise(line))
+        return lines
+
+    def _wait_for_policy(self, step: int) -> None:
+        if self.versions is None:
+            return
+        needed = step - 1 - self.options.max_staleness
+        deadline = time.monotonic() + self.options.version_wait_s
+        while (current := self.versions.current()) < needed:
+            if self.stop_requested or time.monotonic() > deadline:
+                raise TimeoutError(f"the trainer has not published policy version {needed} (at {current})")
+            time.sleep(0.5)
+        self.policy_version = current
+
+    def _finish_step(self, result: StepResult) -> dict[str, Any]:
+        line = dict(result.metrics)
+        self.store.record_episodes(result.episodes)
+        if self.updater is not None:
+            began = time.perf_counter()
+            report = self.updater.update_on(result.episodes, result.step)
+            self.policy_version = int(report["policy_version"])
+            line.update({f"train/{key}": value for key, value in report.items() if _is_scalar(value)})
+            line["time/training"] = round(time.perf_counter() - began, 4)
+        line["policy_version_after"] = self.policy_version
+        self.metrics.append(line)
+        self.store.record_step(self.run_id, result.step, self.policy_version, line)
+        return line
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def summarise(line: dict[str, Any]) -> str:
+    """One human line for the progress display: valid rates and mean rewards per task × role."""
+    parts = [f"step {line['step']}"]
+    for task_type in ("deduction", "abduction", "induction"):
+        valid = line.get(f"valid_rate/{task_type}")
+        propose = line.get(f"reward/{task_type}/propose")
+        solve = line.get(f"reward/{task_type}/solve")
+        parts.append(f"{task_type[:3]}: valid {_fmt(valid)} r_prop {_fmt(propose)} r_solve {_fmt(solve)}")
+    parts.append(f"{line.get('time/total', 0):.1f}s")
+    return " | ".join(parts)
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"
