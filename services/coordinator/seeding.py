@@ -37,7 +37,7 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
         while min(store.count(TaskType.DEDUCTION), store.count(TaskType.ABDUCTION)) < target and rounds < max_rounds:
             rounds += 1
             for task_type in (TaskType.DEDUCTION, TaskType.ABDUCTION):
-                _, futures = round_.generate(task_type, config.batch_size, rng, step=0, policy_version=policy_version,
+                _, futures, _ = round_.generate(task_type, config.batch_size, rng, step=0, policy_version=policy_version,
                                              source=TripletSource.SEED)
                 _, entries, _ = round_.store_valid(futures)
                 for entry in entries:  # D_abd = D_ded: a valid triplet seeds both buffers
@@ -50,7 +50,7 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
         rounds = 0
         while store.count(TaskType.INDUCTION) < target and rounds < max_rounds:
             rounds += 1
-            _, futures = round_.generate(TaskType.INDUCTION, config.batch_size, rng, step=0,
+            _, futures, _ = round_.generate(TaskType.INDUCTION, config.batch_size, rng, step=0,
                                          policy_version=policy_version, source=TripletSource.SEED)
             round_.store_valid(futures)
             say(f"seeding D_ind round {rounds}: {store.count(TaskType.INDUCTION)} of {target}")

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.prompts import ReferenceTriplet
+from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
 from services.algorithm.task_types import Role, TaskType
 from services.coordinator.rollout_port import Rollouts
 from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
@@ -65,6 +66,14 @@ def to_reference(entry: Triplet) -> ReferenceTriplet:
     return ReferenceTriplet(entry.program, entry.input, entry.output)
 
 
+def answer_of(entry: BufferEntry) -> str:
+    """What a solver must produce for an entry, for answer diversity: deduction's output, abduction's input (both
+    kept per buffer), induction's outputs joined."""
+    if isinstance(entry, InductionTask):
+        return " | ".join(entry.outputs)
+    return entry.output if entry.buffer is TaskType.DEDUCTION else entry.input
+
+
 def weight_version_int(text: str, fallback: int) -> int:
     """SGLang reports `weight_version` as a string ("default" before any update): our integer, or the fallback."""
     try:
@@ -97,8 +106,8 @@ class ProposalRound:
         return contexts
 
     def generate(self, task_type: TaskType, count: int, rng: random.Random, *, step: int, policy_version: int,
-                 source: TripletSource) -> tuple[list[Proposal], list[Future[ValidatedProposal]]]:
-        """Generate `count` proposals and start their validations (not awaited)."""
+                 source: TripletSource) -> tuple[list[Proposal], list[Future[ValidatedProposal]], list[ProposeContext]]:
+        """Generate `count` proposals and start their validations (not awaited); also the contexts they were shown."""
         contexts = self.contexts(task_type, count, rng)
         with self.timer.phase("generation"):
             proposals = self.rollouts.propose(task_type, contexts, self.config.sampling(seed=rng.getrandbits(31)),
@@ -106,7 +115,7 @@ class ProposalRound:
         futures = [self.pool.submit(validate_proposal, self.executor, proposal,
                                     step=step, policy_version=policy_version, source=source)
                    for proposal in proposals]
-        return proposals, futures
+        return proposals, futures, contexts
 
     def store_valid(self, futures: Sequence[Future[ValidatedProposal]]) -> tuple[list[ValidatedProposal],
                                                                                list[BufferEntry], list[str]]:
@@ -137,6 +146,7 @@ class SelfPlayStep:
         self.run_id, self.store, self.executor, self.rollouts = run_id, store, executor, rollouts
         self.episodes, self.config = episodes, config
         self.pool = ThreadPoolExecutor(max_workers=executor_parallelism, thread_name_prefix="azr-coordinator")
+        self.answers = AnswerHistory()  # answer diversity (App. C.4) over this process's past valid tasks
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -154,6 +164,7 @@ class SelfPlayStep:
         new_ids: dict[TaskType, list[str]] = {}
         for t in TaskType:
             verdicts[t], valid[t], new_ids[t] = round_.store_valid(pending[t][1])
+        complexity = {t: self._measure_tasks(t, verdicts[t], pending[t][2]) for t in TaskType}
 
         learn_sampling = self.config.sampling(n=self.config.learnability_samples, seed=rng.getrandbits(31))
         learn_checks = {t: self._solve_and_check(t, [solve_task_from_entry(e) for e in valid[t]], learn_sampling,
@@ -183,6 +194,10 @@ class SelfPlayStep:
             metrics.update(counts(f"parse_failures/{t.value}", [v.proposal.parse_failure for v in verdicts[t]]))
             metrics.update(counts(f"exec_status/{t.value}/propose", [v.status for v in verdicts[t]]))
             metrics.update(counts(f"exec_status/{t.value}/solve", [s.exec_status for s in solved]))
+        measured = [future.result() for t in TaskType for future in complexity[t]]
+        metrics.update({f"task/{name}": round(value, 6) for name, value in aggregate_task_metrics(measured).items()})
+        for t in TaskType:  # observed after scoring: each proposal is compared with earlier answers only
+            self.answers.observe_all(t, [answer_of(entry) for entry in valid[t]])
         with timer.phase("store_queue"):
             self.episodes.publish(episodes)
             for t in TaskType:
@@ -202,6 +217,18 @@ class SelfPlayStep:
             groups = self.rollouts.solve(task_type, tasks, sampling)
         return [[self.pool.submit(check_solution, self.executor, task_type, task, solution) for solution in group]
                 for task, group in zip(tasks, groups)]
+
+    def _measure_tasks(self, task_type: TaskType, verdicts: list[ValidatedProposal],
+                       contexts: list[ProposeContext]) -> list[Future[TaskMetrics]]:
+        """App. C.4 metrics of each valid proposal, computed on the pool (off the critical path)."""
+        futures = []
+        for verdict, context in zip(verdicts, contexts):
+            if verdict.entry is None:
+                continue
+            references = [] if task_type is TaskType.INDUCTION else [r.program for r in context.references]
+            futures.append(self.pool.submit(task_metrics, verdict.entry.program, references,
+                                            answer_of(verdict.entry), self.answers, task_type=task_type))
+        return futures
 
     @staticmethod
     def _await(future: Future[Solution], timer: PhaseTimer) -> Solution:

@@ -1,0 +1,95 @@
+"""A scripted InferenceEngine for the coordinator's unit tests: answers chosen by the test, everything else real.
+
+The coordinator's reward wiring is checked against the REAL executor, store and queue; only the language model is
+replaced by a script, so the tests can know which proposals are valid and which answers are right. Token ids are
+the UTF-8 bytes of the text (a byte "tokenizer"), logprobs a constant. End-to-end tests use real models instead.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Callable, Sequence
+
+from services.ports import Completion, SamplingParams
+
+Script = Callable[[str, int], str]
+"""(prompt instruction, how many times this kind of prompt was seen before) -> response text."""
+
+BEHAVIOUR_LOGPROB = -0.5
+
+
+def r1(answer: str, thinking: str = "Let me think.") -> str:
+    """A well-formed R1 response (Fig 33) around an answer."""
+    return f"<think>{thinking}</think>\n<answer>\n{answer}\n</answer>"
+
+
+def fenced(tag: str, body: str) -> str:
+    return f"```{tag}\n{body}\n```"
+
+
+def kind_of(instruction: str) -> str:
+    """Which of the six prompts this is, from its heading (Figs 34-39)."""
+    if "Create a Python Code Snippet" in instruction:
+        return "propose/abduction"
+    if "Create a New Python Code Snippet" in instruction:
+        return "propose/deduction"
+    if "Output " in instruction.splitlines()[0] and "Inputs that can be plugged" in instruction:
+        return "propose/induction"
+    if "Provide One Possible Input" in instruction:
+        return "solve/abduction"
+    if "Deduce the Output" in instruction:
+        return "solve/deduction"
+    if "Deduce the Function" in instruction:
+        return "solve/induction"
+    raise ValueError(f"unknown prompt: {instruction[:80]!r}")
+
+
+def block(instruction: str, tag: str) -> str:
+    """The content of the first ```tag block of a prompt."""
+    match = re.search(rf"```{tag}\n(.*?)\n```", instruction, re.S)
+    if match is None:
+        raise ValueError(f"no ```{tag} block")
+    return match.group(1)
+
+
+class ScriptedEngine:
+    """Implements services.ports.InferenceEngine with per-kind scripts."""
+
+    def __init__(self, scripts: dict[str, Script], version: int = 0) -> None:
+        self.scripts = scripts
+        self.version = str(version)
+        self.seen: dict[str, int] = {}
+        self.calls: list[tuple[str, int]] = []  # (kind, n) per prompt, in order
+        self._lock = threading.Lock()
+
+    def prompt_ids(self, instruction: str) -> list[int]:
+        return list(instruction.encode())
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return bytes(token_ids).decode()
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
+        result = []
+        for index, prompt in enumerate(prompts):
+            instruction = self.decode(prompt)
+            kind = kind_of(instruction)
+            group = []
+            with self._lock:
+                self.calls.append((kind, sampling.n))
+                for _ in range(sampling.n):
+                    seen = self.seen.get(kind, 0)
+                    self.seen[kind] = seen + 1
+                    text = self.scripts[kind](instruction, seen)
+                    ids = list(text.encode())
+                    group.append(Completion(prompt_index=index, text=text, output_ids=ids,
+                                            logprobs=[BEHAVIOUR_LOGPROB] * len(ids), finish_reason="stop",
+                                            weight_version=self.version))
+            result.append(group)
+        return result
+
+    def weight_version(self) -> str:
+        return self.version
+
+    def update_weights(self, model_path: str, policy_version: int) -> None:
+        self.version = str(policy_version)

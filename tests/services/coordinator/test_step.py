@@ -1,0 +1,143 @@
+"""One self-play step against the real executor, a real SQLite store and the in-process episode queue.
+
+Only the model is scripted (scripted_engine.py), so the test knows which proposals are valid and which answers
+are right, and can check every reward of Eq 4-6 and every episode the step publishes.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from executor_svc.executor import Executor
+from services.algorithm.task_types import Role, TaskType
+from services.coordinator.rollout_port import EngineRollouts
+from services.coordinator.step import SelfPlayStep, StepConfig
+from services.queues import InProcessEpisodeQueue
+from services.records import TripletSource
+from services.rollouts.solving import check_answer, solve_task_from_entry
+from services.store import open_store
+from scripted_engine import ScriptedEngine, block, fenced, r1
+
+B = 2
+LEARN_N = 8
+
+
+def propose_deduction(_: str, seen: int) -> str:
+    if seen % 2 == 0:
+        return r1(fenced("python", "def f(x):\n    return x * 2") + "\n" + fenced("input", str(seen + 1)))
+    return r1(fenced("python", "import random\ndef f(x):\n    return random.random()") + "\n" + fenced("input", "1"))
+
+
+def propose_abduction(_: str, seen: int) -> str:
+    if seen % 2 == 0:
+        return r1(fenced("python", "def f(a, b):\n    return a + b") + "\n" + fenced("input", f"1, {seen + 10}"))
+    return "I forgot the template entirely."
+
+
+def propose_induction(_: str, seen: int) -> str:
+    inputs = "\n".join(fenced("input", str(10 * seen + k)) for k in range(1, 11))
+    return r1(inputs + "\n" + fenced("message", "look at the numbers"))
+
+
+def solve_deduction(instruction: str, seen: int) -> str:
+    program, given = block(instruction, "python"), block(instruction, "input")
+    if "x * 2" in program:
+        right = str(2 * int(given))
+        return r1(fenced("output", right if seen % 2 == 0 else "-1"))
+    return r1(fenced("output", given))
+
+
+def solve_abduction(instruction: str, seen: int) -> str:
+    program, output = block(instruction, "python"), block(instruction, "output")
+    if "a + b" in program:
+        return r1(fenced("input", f"0, {output}" if seen % 2 == 0 else f"0, {int(output) + 1}"))
+    return r1(fenced("input", output))
+
+
+def solve_induction(_: str, seen: int) -> str:
+    return r1(fenced("python", "def f(x):\n    return x * 2"))
+
+
+SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
+           "propose/induction": propose_induction, "solve/deduction": solve_deduction,
+           "solve/abduction": solve_abduction, "solve/induction": solve_induction}
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[Executor]:
+    with Executor(workers=1) as running:
+        yield running
+
+
+@pytest.fixture()
+def setup(tmp_path: Path, executor: Executor):
+    store = open_store(f"sqlite:///{tmp_path / 'buffers.sqlite3'}", create=True)
+    store.initialise()
+    queue = InProcessEpisodeQueue()
+    engine = ScriptedEngine(SCRIPTS, version=3)
+    config = StepConfig(batch_size=B, references_k=6, learnability_samples=LEARN_N, induction_inputs=10,
+                        max_response_tokens=64, temperature=1.0, top_p=1.0)
+    runner = SelfPlayStep(run_id="t", store=store, executor=executor, rollouts=EngineRollouts(engine),
+                          episodes=queue, config=config, executor_parallelism=4)
+    yield runner, store, queue, engine
+    runner.close()
+    store.close()
+
+
+def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
+    runner, store, queue, engine = setup
+    result = runner.run(1, 3, random.Random(0))
+    episodes = result.episodes
+    by_group = {(t, r): [e for e in episodes if e.task_type is t and e.role is r] for t in TaskType for r in Role}
+    assert all(len(members) == B for members in by_group.values()), {k: len(v) for k, v in by_group.items()}
+    assert len({e.id for e in episodes}) == 6 * B
+    assert all(e.step == 1 and e.policy_version == 3 and e.run_id == "t" for e in episodes)
+
+    # Proposers (Eq 6 ∘ Eq 4): valid with r̄ = 4/8 -> 0.5; forbidden import / broken template -> −1.
+    assert [e.reward for e in by_group[(TaskType.DEDUCTION, Role.PROPOSE)]] == [0.5, -1.0]
+    assert by_group[(TaskType.DEDUCTION, Role.PROPOSE)][1].exec_status == "forbidden"
+    assert [e.reward for e in by_group[(TaskType.ABDUCTION, Role.PROPOSE)]] == [0.5, -1.0]
+    assert by_group[(TaskType.ABDUCTION, Role.PROPOSE)][1].exec_status == "no_think"
+    for episode in by_group[(TaskType.INDUCTION, Role.PROPOSE)]:
+        # the solver always writes x * 2: r̄ ∈ {0, 1} on a valid task -> 0; an invalid proposal -> −1
+        assert episode.reward == (0.0 if episode.exec_status == "ok" else -1.0)
+
+    # Learnability samples were drawn n = 8 at a time, at the rollout temperature, for each valid proposal.
+    assert ("solve/deduction", LEARN_N) in engine.calls and ("solve/abduction", LEARN_N) in engine.calls
+
+    # Valid proposals joined their buffers, with source, step and policy version.
+    assert result.new_ids[TaskType.DEDUCTION] and result.new_ids[TaskType.ABDUCTION]
+    new = store.get(TaskType.DEDUCTION, result.new_ids[TaskType.DEDUCTION][0])
+    assert new is not None and new.source is TripletSource.PROPOSED and new.step == 1 and new.policy_version == 3
+    assert new.output == "2"  # f(1) = 1 * 2, computed by the executor
+
+    # Solver rewards (Eq 6 ∘ Eq 5) agree with the executor re-run on each episode's answer.
+    for task_type in TaskType:
+        for episode in by_group[(task_type, Role.SOLVE)]:
+            entry = store.get(task_type, episode.task_id or "")
+            assert entry is not None
+            from services.rollouts.solving import parse_answer
+
+            answer, failure = parse_answer(task_type, episode.text or "")
+            if answer is None:
+                assert episode.reward == -1.0
+                continue
+            verdict = check_answer(executor, task_type, solve_task_from_entry(entry), answer)
+            assert episode.reward == (1.0 if verdict.correct else -0.5), (episode.text, verdict)
+
+    # The solve batch puts this step's new tasks first (§3.3.2).
+    first_solved = by_group[(TaskType.DEDUCTION, Role.SOLVE)][0]
+    assert first_solved.task_id == result.new_ids[TaskType.DEDUCTION][0]
+
+    # Every episode reached the queue; metrics line carries the documented keys.
+    delivered = queue.read("trainer-test", 100, 0.1)
+    assert sorted(d.episode.id for d in delivered) == sorted(e.id for e in episodes)
+    for key in ("valid_rate/deduction", "reward/deduction/propose", "solve_rate/abduction", "buffer/induction",
+                "task/cognitive_complexity", "task/deduction/ast_edit_distance", "task/abduction/answer_diversity",
+                "time/generation", "time/executor", "time/total"):
+        assert key in result.metrics, key
+    assert result.metrics["valid_rate/deduction"] == 0.5
