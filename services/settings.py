@@ -83,6 +83,10 @@ class Settings(BaseSettings):
     """Redis URL for RQ executor jobs and the episode stream (distributed profile)."""
     queue_backend: Literal["inprocess", "redis"] = "inprocess"
     """Where executor jobs and episodes travel: an in-process queue or Redis (RQ + a stream)."""
+    episode_claim_after_s: float = Field(60.0, gt=0)
+    """An episode read but not acknowledged for this long is redelivered to another trainer consumer."""
+    applied_log_ttl_s: int = Field(7 * 24 * 3600, ge=1)
+    """Expiry of the trainer's per-step sets of applied episode ids (Redis), refreshed on every write."""
 
     # --- HTTP services -----------------------------------------------------------------------------------------------
     api_token: SecretStr = SecretStr(DEFAULT_API_TOKEN)
@@ -161,6 +165,28 @@ class Settings(BaseSettings):
     """PPO epochs per batch."""
     max_staleness: int = Field(1, ge=0)
     """Episodes generated more than this many policy versions ago are dropped by the trainer."""
+    seed_max_rounds: int = Field(4, ge=0)
+    """Buffer seeding with the base model gives up after this many propose rounds per phase (a weak model may never
+    reach B·S valid tasks; the run goes on with what it has)."""
+    seed_files: list[Path] = Field(default_factory=list)
+    """Seed JSONL files (the authors' seed format or `azr validate` rows) imported into the buffers, validated by the
+    executor, before a new run seeds with the model."""
+    coordinator_executor_parallelism: int = Field(8, ge=1)
+    """Executor calls (validations, answer checks) the coordinator keeps in flight while it generates."""
+
+    # --- trainer -----------------------------------------------------------------------------------------------------
+    weight_decay: float = Field(0.01, ge=0)
+    """AdamW decoupled weight decay; 0.01 is what the authors' paper-branch veRL ran with (its code default)."""
+    micro_batch_size: int = Field(4, ge=1)
+    """Most sequences per forward/backward pass; gradients accumulate over micro-batches (bounds memory)."""
+    micro_batch_tokens: int = Field(0, ge=0)
+    """Also cap a micro-batch at this many padded tokens (rows x longest sequence); 0 = no token cap."""
+    checkpoint_every: int = Field(1, ge=1)
+    """Write a checkpoint (and push weights) after every k-th update."""
+    keep_checkpoints: int = Field(3, ge=1)
+    """Checkpoints kept in the run directory; older ones are deleted after a new one is durable."""
+    trainer_bf16: bool = True
+    """Run the trainer's forward passes under bf16 autocast on CUDA (fp32 master weights); ignored on CPU."""
 
     @model_validator(mode="before")
     @classmethod

@@ -6,8 +6,12 @@ import typer
 
 from executor_svc.cli import validate, worker_app
 from services.cli.config_cmd import config_app
+from services.cli.coordinator_cmd import coordinator
+from services.cli.db_cmd import db_app
 from services.cli.run_cmd import run
+from services.cli.seeds_cmd import seeds_app
 from services.cli.serve_cmd import serve_app
+from trainer_svc.cli import trainer
 
 app = typer.Typer(
     name="azr",
@@ -17,6 +21,10 @@ app = typer.Typer(
 )
 app.add_typer(config_app, name="config")
 app.command("run")(run)
+app.command("coordinator")(coordinator)
 app.command("validate")(validate)
 app.add_typer(worker_app, name="worker")
 app.add_typer(serve_app, name="serve")
+app.command("trainer")(trainer)
+app.add_typer(db_app, name="db")
+app.add_typer(seeds_app, name="seeds")

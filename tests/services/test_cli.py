@@ -1,4 +1,4 @@
-"""The `azr` command: help, `config show` for both profiles, and the honest `run`."""
+"""The `azr` command: help, `config show` for both profiles, (`azr run` itself: tests/services/coordinator/test_embedded_run.py)."""
 
 from __future__ import annotations
 
@@ -46,12 +46,3 @@ def test_python_dash_m_services_is_the_same_command(tmp_path: Path) -> None:
     shown = json.loads(completed.stdout)
     assert shown["profile"] == "distributed" and shown["api_token"] == "********"
     assert "tok-123" not in completed.stdout
-
-
-def test_run_saves_settings_and_says_the_loop_is_not_built(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["run", "--run-id", "r0", "--steps", "2"])
-    assert result.exit_code == 3
-    assert "not built yet" in result.output
-    saved = json.loads((tmp_path / "runs" / "r0" / "settings.json").read_text())
-    assert (saved["steps"], saved["profile"]) == (2, "embedded")
