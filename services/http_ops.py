@@ -1,13 +1,19 @@
-"""What every AZR HTTP service has: `/healthz`, `/readyz`, Prometheus `/metrics`, and a request-body size cap."""
+"""What every AZR HTTP service has: `/healthz`, `/readyz`, Prometheus `/metrics`, a request-body size cap, and the
+bearer-token guard of write routes."""
 
 from __future__ import annotations
 
+import hmac
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
-from fastapi import FastAPI, Request, Response
+import redis
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from pydantic import SecretStr
+from rq import Worker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ReadinessCheck = Callable[[], "str | None"]
@@ -39,7 +45,7 @@ class BodySizeLimit:
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
                     too_large = True
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge(self.max_bytes)
             return message
 
         try:
@@ -52,8 +58,12 @@ class BodySizeLimit:
         await response({"type": "http"}, _no_receive, send)
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(HTTPException):
+    """Raised from `receive` once a streamed (chunked) body passes the cap. An HTTPException, because FastAPI turns
+    any other exception met while reading the body into a 400."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(status_code=413, detail=f"request body exceeds {max_bytes} bytes")
 
 
 async def _no_receive() -> Message:
@@ -64,7 +74,7 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
     """Add health, readiness, metrics and the body cap to `app`; returns the app's own metrics registry."""
     registry = CollectorRegistry()
     requests = Counter("azr_http_requests", "HTTP requests served", ["service", "route", "status"], registry=registry)
-    latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route"], registry=registry)
+    latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route", "status"], registry=registry)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
     @app.middleware("http")
@@ -73,7 +83,7 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
         response = await call_next(request)
         route = getattr(request.scope.get("route"), "path", "unmatched")
         requests.labels(service, route, str(response.status_code)).inc()
-        latency.labels(service, route).observe(time.perf_counter() - started)
+        latency.labels(service, route, str(response.status_code)).observe(time.perf_counter() - started)
         return response
 
     @app.get("/healthz", tags=["ops"])
@@ -94,3 +104,79 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return registry
+
+
+def bearer_token_guard(token: SecretStr) -> Callable[..., None]:
+    """A FastAPI dependency for write routes: 401 without `Authorization: Bearer …`, 403 with a wrong token.
+
+    The comparison is constant-time (hmac.compare_digest) so response timing does not leak the token.
+    """
+    expected = token.get_secret_value().encode()
+    scheme = HTTPBearer(auto_error=False, description="AZR_API_TOKEN")
+
+    async def require_token(credentials: HTTPAuthorizationCredentials | None = Depends(scheme)) -> None:
+        if credentials is None:
+            raise HTTPException(401, "missing bearer token (Authorization: Bearer <AZR_API_TOKEN>)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not expected or not hmac.compare_digest(credentials.credentials.encode(), expected):
+            raise HTTPException(403, "wrong bearer token")
+
+    return require_token
+
+
+# ------------------------------------------------------------------------------------------------ readiness checks
+
+
+class Pingable(Protocol):
+    """Anything with a `ping()` that raises when its server does not answer (the buffer store)."""
+
+    def ping(self) -> None:
+        """Raise when the dependency does not answer."""
+
+
+def database_check(store: Pingable) -> ReadinessCheck:
+    """Readiness of the buffer store's database (`SELECT 1` through its engine)."""
+
+    def check() -> str | None:
+        try:
+            store.ping()
+            return None
+        except Exception as error:  # any driver error means "not ready"; the reason says which
+            return f"database does not answer: {error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+
+    return check
+
+
+def redis_check(client: redis.Redis) -> ReadinessCheck:
+    """Readiness of Redis (PING)."""
+
+    def check() -> str | None:
+        try:
+            client.ping()
+            return None
+        except redis.RedisError as error:
+            return f"redis does not answer: {error}"
+
+    return check
+
+
+def executor_check(executor: Any) -> ReadinessCheck:
+    """Readiness of the executor: through RQ, a live `azr worker executor` on its queue; in-process, the sandbox
+    runs the zero triplet."""
+    from executor_svc.rq_client import RQCodeExecutor  # late: executor_svc imports this module
+
+    if isinstance(executor, RQCodeExecutor):
+        def rq_workers_listen() -> str | None:
+            try:
+                workers = Worker.all(connection=executor.connection, queue=executor.queue)
+            except redis.RedisError as error:
+                return f"executor queue unreachable: {error}"
+            return None if workers else f"no live executor worker listens on RQ queue {executor.queue.name!r}"
+
+        return rq_workers_listen
+
+    def sandbox_answers() -> str | None:
+        result = executor.validate_proposal("def f(x):\n    return x", "'Hello World'")
+        return None if result.status == "ok" else f"sandbox fails the zero triplet: {result.status} {result.error or ''}"
+
+    return sandbox_answers

@@ -1,0 +1,50 @@
+"""How failures of the proposer's dependencies reach the client: a status code and a reason, never a bare 500."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+
+from executor_svc.rq_client import ExecutorJobFailed, ExecutorTimeout
+
+from proposer_api.seed_submission import ExecutorUnavailableError, SeedRejectedError
+
+log = logging.getLogger(__name__)
+
+
+def install_error_responses(app: FastAPI) -> None:
+    """Map rejections to 422, dependency outages to 503, executor deadlines to 504."""
+
+    @app.exception_handler(SeedRejectedError)
+    async def rejected(_request: Request, error: SeedRejectedError) -> JSONResponse:
+        return JSONResponse(error.rejection.model_dump(mode="json"), status_code=422)
+
+    @app.exception_handler(ExecutorUnavailableError)
+    async def executor_down(_request: Request, error: ExecutorUnavailableError) -> JSONResponse:
+        return _unavailable("executor", str(error), 503)
+
+    @app.exception_handler(ExecutorJobFailed)
+    async def job_failed(_request: Request, error: ExecutorJobFailed) -> JSONResponse:
+        return _unavailable("executor", str(error), 503)
+
+    @app.exception_handler(ExecutorTimeout)
+    async def job_timeout(_request: Request, error: ExecutorTimeout) -> JSONResponse:
+        return _unavailable("executor", str(error), 504)
+
+    @app.exception_handler(DBAPIError)
+    async def database_down(_request: Request, error: DBAPIError) -> JSONResponse:
+        return _unavailable("database", f"{error.__class__.__name__}: {str(error.orig).splitlines()[0] if error.orig else ''}", 503)
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(_request: Request, error: redis.RedisError) -> JSONResponse:
+        return _unavailable("redis", f"{error.__class__.__name__}: {error}", 503)
+
+
+def _unavailable(dependency: str, reason: str, status: int) -> JSONResponse:
+    log.warning("%s unavailable: %s", dependency, reason)
+    body = {"detail": f"{dependency} unavailable; nothing was stored", "dependency": dependency, "reason": reason}
+    return JSONResponse(body, status_code=status)

@@ -1,0 +1,89 @@
+"""Request and response bodies of proposer_api; each carries `schema_version`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.algorithm.task_types import TaskType
+from services.execution import ExecStatus
+from services.records import InductionTask, Triplet
+
+API_SCHEMA_VERSION = 1
+"""Bumped whenever a body below changes shape."""
+
+MAX_PAGE = 500
+"""Largest page `GET /v1/buffers/{buffer}` returns."""
+
+SeedSource = Literal["seed", "user"]
+"""Sources a submitted seed may claim (values of TripletSource)."""
+
+
+class ProgramSeed(BaseModel):
+    """A deduction/abduction seed: one program and the argument text it is called with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = API_SCHEMA_VERSION
+    kind: Literal["program"]
+    program: str = Field(min_length=1, max_length=20_000, description="Python source defining `f`.")
+    input: str = Field(min_length=1, max_length=10_000, description="Argument source text, as in f(<input>).")
+    buffers: list[Literal["deduction", "abduction"]] = Field(
+        default_factory=lambda: ["deduction", "abduction"], min_length=1, max_length=2,
+        description="Buffers to store the triplet in (default both).")
+    source: SeedSource = Field("user", description="`seed` entries are never evicted; `user` ones may be.")
+
+
+class InductionSeed(BaseModel):
+    """An induction seed: a program, the inputs it is run on, and the message shown to the solver."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = API_SCHEMA_VERSION
+    kind: Literal["induction"]
+    program: str = Field(min_length=1, max_length=20_000)
+    inputs: list[Annotated[str, Field(min_length=1, max_length=10_000)]] = Field(min_length=2, max_length=64)
+    message: str = Field(min_length=1, max_length=4_000)
+    source: SeedSource = "user"
+
+
+SeedSubmission = Annotated[Union[ProgramSeed, InductionSeed], Field(discriminator="kind")]
+"""Body of `POST /v1/seeds`: `kind` says which (the route restates the discriminator in its Body())."""
+
+
+class StoredOutcome(BaseModel):
+    """What happened to the seed in one buffer."""
+
+    buffer: TaskType
+    id: str
+    created: bool  # False: a duplicate; `id` is the existing entry
+
+
+class SeedAccepted(BaseModel):
+    """`201` (something new stored) or `200` (every buffer already had it): the outcome and the entries."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    outcomes: list[StoredOutcome]
+    entries: list[Union[Triplet, InductionTask]]
+
+
+class SeedRejected(BaseModel):
+    """`422`: the executor refused the program; nothing was stored."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    detail: str
+    status: ExecStatus
+    error: str | None = None
+    failed_index: int | None = None  # induction: which input failed
+
+
+class BufferPage(BaseModel):
+    """One page of a buffer, newest first, with the total matching the filters."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    buffer: TaskType
+    total: int
+    limit: int
+    offset: int
+    entries: list[Union[Triplet, InductionTask]]

@@ -1,0 +1,53 @@
+"""`POST /v1/seeds`: submit one seed program, validated by the executor before it is stored."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Union
+
+from fastapi import APIRouter, Body, Depends, Response
+from fastapi.concurrency import run_in_threadpool
+
+from services.ports import CodeExecutor, TripletStore
+
+from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedRejected
+from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
+
+SEED_EXAMPLES: dict[str, Any] = {
+    "program": {"summary": "deduction + abduction", "value": {
+        "kind": "program", "program": "def f(a, b):\n    return sorted(a)[::b]", "input": "[3, 1, 2], -1"}},
+    "induction": {"summary": "induction", "value": {
+        "kind": "induction", "program": "def f(x):\n    return x * 2", "inputs": ["1", "2", "3", "4"],
+        "message": "Doubles its argument."}},
+}
+
+
+def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Any]) -> APIRouter:
+    """The seed submission route, guarded by the bearer token."""
+    router = APIRouter(prefix="/v1", tags=["seeds"])
+
+    @router.post(
+        "/seeds",
+        status_code=201,
+        response_model=SeedAccepted,
+        dependencies=[Depends(require_token)],
+        responses={
+            200: {"model": SeedAccepted, "description": "A duplicate: every buffer already held it (existing ids)."},
+            401: {"description": "No bearer token."},
+            403: {"description": "Wrong bearer token."},
+            413: {"description": "Body larger than max_request_bytes."},
+            422: {"model": SeedRejected, "description": "The executor rejected the program (or a malformed body)."},
+            503: {"description": "The executor or the database is unavailable; nothing was stored."},
+            504: {"description": "The executor gave no answer in time; nothing was stored."},
+        },
+    )
+    async def submit_seed(
+        response: Response,
+        seed: Annotated[Union[ProgramSeed, InductionSeed], Body(discriminator="kind", openapi_examples=SEED_EXAMPLES)],
+    ) -> SeedAccepted:
+        """Validate the seed through the executor, then store it: 201 when something new was stored."""
+        submit = submit_induction_seed if isinstance(seed, InductionSeed) else submit_program_seed
+        accepted = await run_in_threadpool(submit, seed, executor, store)
+        response.status_code = 201 if any(outcome.created for outcome in accepted.outcomes) else 200
+        return accepted
+
+    return router
