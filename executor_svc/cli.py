@@ -10,7 +10,6 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 
-from executor_svc.jobs import EXECUTOR_QUEUE
 from services.settings import Settings
 
 worker_app = typer.Typer(help="Run queue workers.", no_args_is_help=True)
@@ -87,7 +86,7 @@ def executor_worker(
     burst: Annotated[bool, typer.Option(help="Exit when the queue is empty.")] = False,
     name: Annotated[Optional[str], typer.Option(help="Worker name (default: RQ's).")] = None,
     maintenance_interval_s: Annotated[int, typer.Option(help="How often abandoned jobs are looked for and retried.")] = 10,
-    queue: Annotated[str, typer.Option(help="RQ queue to serve.")] = EXECUTOR_QUEUE,
+    queue: Annotated[Optional[str], typer.Option(help="RQ queue to serve (default: AZR_EXECUTOR_QUEUE).")] = None,
 ) -> None:
     """Serve executor jobs from the RQ queue `executor` with one long-lived sandbox pool."""
     import redis
@@ -102,7 +101,7 @@ def executor_worker(
     executor = Executor.from_settings(settings)
     install_executor(executor)
     worker = ExecutorWorker(
-        [Queue(queue, connection=connection)],
+        [Queue(queue or settings.executor_queue, connection=connection)],
         connection=connection,
         name=name,
         maintenance_interval=maintenance_interval_s,

@@ -67,7 +67,8 @@ class RQCodeExecutor:
 
     @classmethod
     def from_settings(cls, settings: Any) -> RQCodeExecutor:
-        return cls(redis.Redis.from_url(settings.redis_url), timeout_s=settings.executor_timeout_s)
+        return cls(redis.Redis.from_url(settings.redis_url), timeout_s=settings.executor_timeout_s,
+                   queue_name=settings.executor_queue)
 
     # --- the port ----------------------------------------------------------------------------------------------------
     def validate_proposal(self, program: str, input: str) -> ValidationResult:

@@ -24,6 +24,7 @@ import ast
 import warnings
 from dataclasses import dataclass, field
 
+from services.algorithm.parsing import binds_entry_function  # one rule for the parser and the executor
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES
 from services.execution import ExecStatus
 
@@ -166,31 +167,6 @@ class _Scanner(ast.NodeVisitor):
         return self.problem
 
 
-def _binds_entry(tree: ast.Module) -> bool:
-    """Whether a statement at module level (also inside if/try/with/loops) binds the entry function's name."""
-    statements: list[ast.stmt] = list(tree.body)
-    while statements:
-        statement = statements.pop()
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if statement.name == ENTRY_FUNCTION:
-                return True
-            continue  # names bound inside a body are not module level
-        if isinstance(statement, (ast.Import, ast.ImportFrom)):
-            if any((alias.asname or alias.name) == ENTRY_FUNCTION for alias in statement.names):
-                return True
-            continue
-        for child in ast.iter_child_nodes(statement):
-            if isinstance(child, ast.stmt):
-                statements.append(child)
-            elif isinstance(child, ast.excepthandler):
-                statements.extend(child.body)
-            elif isinstance(child, ast.expr) and any(
-                    isinstance(n, ast.Name) and n.id == ENTRY_FUNCTION and isinstance(n.ctx, ast.Store)
-                    for n in ast.walk(child)):
-                return True
-    return False
-
-
 def check_program(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -> StaticVerdict:
     """Parse a program, reject forbidden uses, require a top-level `f`; report its import statements."""
     tree = _parse(source, "exec", "program")
@@ -202,7 +178,7 @@ def check_program(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -
     if problem := scanner.finish():
         return StaticVerdict(ExecStatus.FORBIDDEN, f"program {problem}", imports)
     assert isinstance(tree, ast.Module)
-    if not _binds_entry(tree):
+    if not binds_entry_function(tree):
         return StaticVerdict(ExecStatus.NO_FUNCTION, f"the program defines no top-level {ENTRY_FUNCTION!r}", imports)
     return StaticVerdict(imports=imports)
 

@@ -127,6 +127,8 @@ class Settings(BaseSettings):
     """Absolute interpreter path for sandbox workers (never the PATH shim; the worker is stdlib-only)."""
     executor_recycle_after: int = Field(1000, ge=1)
     """Replace a worker after this many tasks (a crash replaces it at once)."""
+    executor_queue: str = Field("executor", pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
+    """RQ queue executor jobs travel on (distributed profile); `azr worker executor` serves it by default."""
     executor_docker_image: str = "azr-executor:1"
     """Image the Docker backend runs its workers in (build offline with executor_svc/image/build_offline.sh)."""
 

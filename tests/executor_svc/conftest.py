@@ -11,7 +11,13 @@ from typing import Any, Callable
 
 import pytest
 
+from executor_svc.docker_backend import DockerBackend
+from executor_svc.errors import SandboxUnavailable
 from executor_svc.executor import Executor
+from services.execution import ExecutionLimits
+
+DOCKER_IMAGE = os.environ.get("AZR_EXECUTOR_IMAGE", "azr-executor:1")
+"""The image the docker-backend tests run (build it with `make executor-image`)."""
 
 
 def _process_executor(**kwargs: Any) -> Executor:
@@ -19,7 +25,24 @@ def _process_executor(**kwargs: Any) -> Executor:
     return Executor(**kwargs)
 
 
-EXECUTOR_FACTORIES: dict[str, Callable[..., Executor]] = {"process": _process_executor}
+def docker_backend(limits: ExecutionLimits | None = None, **kwargs: Any) -> DockerBackend:
+    """A docker channel factory for `limits`; skips on a laptop without Docker (or the image), fails in CI."""
+    limits = limits or ExecutionLimits()
+    try:
+        return DockerBackend(DOCKER_IMAGE, memory_mb=limits.memory_mb, max_processes=limits.max_processes, **kwargs)
+    except SandboxUnavailable as exc:
+        reason = f"the docker backend cannot run here: {exc}"
+        if os.environ.get("AZR_REQUIRE_SERVICES", "") == "1":
+            pytest.fail(f"required service missing (AZR_REQUIRE_SERVICES=1): {reason}")
+        pytest.skip(reason)
+
+
+def _docker_executor(**kwargs: Any) -> Executor:
+    """The docker backend: hardened long-lived containers running the same worker (the executor owns the factory)."""
+    return Executor(channel_factory=docker_backend(kwargs.get("limits")), **kwargs)
+
+
+EXECUTOR_FACTORIES: dict[str, Callable[..., Executor]] = {"process": _process_executor, "docker": _docker_executor}
 """backend name -> factory taking Executor keyword arguments (workers, limits, recycle_after, ...)."""
 
 BACKENDS: list[str] = list(EXECUTOR_FACTORIES)
@@ -43,6 +66,13 @@ def require_isolation(executor: Executor) -> None:
         if os.environ.get("AZR_REQUIRE_SERVICES", "") == "1":
             pytest.fail(f"required sandbox missing (AZR_REQUIRE_SERVICES=1): {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_available() -> Callable[..., DockerBackend]:
+    """docker_backend: a factory of docker channel factories, skipping (or failing in CI) without an engine."""
+    docker_backend().close()  # probe once: engine up and image present
+    return docker_backend
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -25,9 +25,9 @@ def rows(shared_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def executor() -> Iterator[Executor]:
+def executor(executor_backend: str, executor_factory: Callable[..., Executor]) -> Iterator[Executor]:
     # cruxeval programs run in milliseconds; a short limit keeps the few perturbed inputs that loop cheap
-    with Executor(workers=2, limits=ExecutionLimits(timeout_s=2.0)) as running:
+    with executor_factory(executor_backend, workers=2, limits=ExecutionLimits(timeout_s=2.0)) as running:
         yield running
 
 

@@ -3,7 +3,7 @@ seed in another process; `random`/`time` are refused statically; gold outputs do
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -17,8 +17,8 @@ LIMITS = ExecutionLimits(timeout_s=5.0)
 
 
 @pytest.fixture(scope="module")
-def executor() -> Iterator[Executor]:
-    with Executor(workers=1, limits=LIMITS) as running:
+def executor(executor_backend: str, executor_factory: Callable[..., Executor]) -> Iterator[Executor]:
+    with executor_factory(executor_backend, workers=1, limits=LIMITS) as running:
         yield running
 
 

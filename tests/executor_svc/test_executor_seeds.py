@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -34,8 +34,8 @@ def rows(shared_dir: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def executor() -> Iterator[Executor]:
-    with Executor(workers=2, limits=ExecutionLimits(timeout_s=5.0)) as running:
+def executor(executor_backend: str, executor_factory: Callable[..., Executor]) -> Iterator[Executor]:
+    with executor_factory(executor_backend, workers=2, limits=ExecutionLimits(timeout_s=5.0)) as running:
         yield running
 
 
