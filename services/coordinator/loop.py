@@ -97,6 +97,8 @@ class SelfPlayLoop:
         if first == 1:
             report = self.seed(self.step_runner.config, rng)
             self.say(f"seeding done: {report}")
+        if self.versions is not None:
+            self._require_every_buffer()
         lines = []
         for step in range(first, first + self.options.steps):
             if self.stop_requested:
@@ -109,6 +111,17 @@ class SelfPlayLoop:
             lines.append(line)
             self.say(summarise(line))
         return lines
+
+    def _require_every_buffer(self) -> None:
+        """The distributed trainer trains on B episodes of each of the six groups: an empty buffer would leave its
+        solve group empty and the trainer waiting forever, so refuse to start instead, saying what to do."""
+        from services.algorithm.task_types import TaskType
+
+        empty = [t.value for t in TaskType if self.store.count(t) == 0]
+        if empty:
+            raise RuntimeError(f"buffer(s) {', '.join(empty)} empty after seeding: the trainer needs B episodes of "
+                               "every task type and role. Import seeds (AZR_SEED_FILES, `azr seeds import`, "
+                               "POST /v1/seeds) or raise AZR_SEED_MAX_ROUNDS")
 
     def _wait_for_policy(self, step: int) -> None:
         if self.versions is None:
