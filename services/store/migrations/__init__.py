@@ -1,0 +1,1 @@
+"""Alembic migrations of the buffer store (run programmatically by `services.store.migrate`)."""

@@ -1,0 +1,1 @@
+"""Alembic revision scripts of the buffer store, oldest first."""

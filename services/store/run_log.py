@@ -1,0 +1,105 @@
+"""Runs, their steps' metrics and the episodes they trained on: stored for inspection and the dashboard."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel
+from sqlalchemy import Engine, func, select
+
+from services.algorithm.task_types import Role, TaskType
+from services.records import RECORD_SCHEMA_VERSION, Episode
+from services.store.entry_rows import as_utc
+from services.store.schema import episodes, runs, steps
+
+MAX_EPISODE_PAGE = 1000
+"""Largest page `list_episodes` returns."""
+
+
+class StepRecord(BaseModel):
+    """One step of a run as recorded: its policy version and metrics."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_id: str
+    step: int
+    policy_version: int
+    metrics: dict[str, Any]
+    recorded_at: datetime
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class RunLog:
+    """Run, step and episode tables behind `SqlTripletStore` (same engine, same transaction rules)."""
+
+    def __init__(self, reader: Engine, writer: Engine, insert: Callable[..., Any]) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._insert = insert  # the dialect's INSERT (it has on_conflict_do_nothing / _do_update)
+
+    def _ensure_runs(self, connection: Any, run_ids: Sequence[str]) -> None:
+        rows = [{"run_id": run_id, "settings": {}, "created_at": _now()} for run_id in dict.fromkeys(run_ids)]
+        if rows:
+            connection.execute(self._insert(runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
+
+    def ensure_run(self, run_id: str, settings: dict[str, Any]) -> None:
+        """Create the run, or replace its recorded settings with these."""
+        statement = self._insert(runs).values(run_id=run_id, settings=settings, created_at=_now())
+        statement = statement.on_conflict_do_update(index_elements=["run_id"],
+                                                    set_={"settings": statement.excluded.settings})
+        with self._writer.begin() as connection:
+            connection.execute(statement)
+
+    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None:
+        """Upsert one step's policy version and metrics."""
+        statement = self._insert(steps).values(run_id=run_id, step=step, policy_version=policy_version,
+                                               metrics=metrics, recorded_at=_now())
+        statement = statement.on_conflict_do_update(
+            index_elements=["run_id", "step"],
+            set_={"policy_version": statement.excluded.policy_version, "metrics": statement.excluded.metrics,
+                  "recorded_at": statement.excluded.recorded_at})
+        with self._writer.begin() as connection:
+            self._ensure_runs(connection, [run_id])
+            connection.execute(statement)
+
+    def list_steps(self, run_id: str) -> list[StepRecord]:
+        """Every recorded step of a run, in step order."""
+        with self._reader.connect() as connection:
+            rows = connection.execute(select(steps).where(steps.c.run_id == run_id).order_by(steps.c.step)).mappings()
+            return [StepRecord(run_id=row["run_id"], step=row["step"], policy_version=row["policy_version"],
+                               metrics=row["metrics"], recorded_at=as_utc(row["recorded_at"])) for row in rows]
+
+    def record_episodes(self, batch: Sequence[Episode]) -> int:
+        """Insert episodes whose id is not stored yet; returns how many were new."""
+        unique = list({episode.id: episode for episode in batch}.values())
+        if not unique:
+            return 0
+        rows = [{"id": episode.id, "run_id": episode.run_id, "step": episode.step,
+                 "task_type": episode.task_type.value, "role": episode.role.value,
+                 "policy_version": episode.policy_version, "reward": episode.reward,
+                 "payload": episode.model_dump(mode="json"), "created_at": _now()} for episode in unique]
+        statement = self._insert(episodes).on_conflict_do_nothing(index_elements=["id"]).returning(episodes.c.id)
+        with self._writer.begin() as connection:
+            self._ensure_runs(connection, [episode.run_id for episode in unique])
+            return len(connection.execute(statement, rows).all())
+
+    def list_episodes(self, run_id: str, *, step: int | None = None, task_type: TaskType | None = None,
+                      role: Role | str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[Episode], int]:
+        """A page of a run's episodes, ordered by step then id, and the total matching the filters."""
+        if not 0 <= limit <= MAX_EPISODE_PAGE or offset < 0:
+            raise ValueError(f"limit must be in 0..{MAX_EPISODE_PAGE} and offset >= 0 (got {limit}, {offset})")
+        conditions = [episodes.c.run_id == run_id]
+        if step is not None:
+            conditions.append(episodes.c.step == step)
+        if task_type is not None:
+            conditions.append(episodes.c.task_type == TaskType(task_type).value)
+        if role is not None:
+            conditions.append(episodes.c.role == Role(role).value)
+        with self._reader.connect() as connection:
+            total = connection.execute(select(func.count()).select_from(episodes).where(*conditions)).scalar_one()
+            payloads = connection.execute(select(episodes.c.payload).where(*conditions)
+                                          .order_by(episodes.c.step, episodes.c.id).limit(limit).offset(offset)).scalars()
+            return [Episode.model_validate(payload) for payload in payloads], total

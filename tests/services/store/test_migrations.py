@@ -1,0 +1,99 @@
+"""Alembic: both dialects reach head from empty, the models and the migration agree, `open_store` guards the schema."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from services.algorithm.task_types import TaskType
+from services.store import SqlTripletStore, open_store, upgrade_database
+from services.store.engine import create_store_engine
+from services.store.migrate import MIGRATIONS_DIR, alembic_config, current_revision, head_revision
+from services.store.schema import metadata
+
+
+def test_the_database_is_at_head_and_matches_the_models(database_url: str) -> None:
+    engine = create_store_engine(database_url)
+    try:
+        assert current_revision(engine) == head_revision() == "0001"
+        with engine.connect() as connection:
+            diff = compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}), metadata)
+        assert diff == []
+        assert {"buffer_entries", "buffer_sizes", "runs", "steps", "episodes"} <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_is_idempotent_and_downgrade_reverses_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested' / 'azr.sqlite3'}"
+    assert upgrade_database(url) == "0001"
+    assert upgrade_database(url) == "0001"
+    engine = create_store_engine(url)
+    try:
+        config = alembic_config(url)
+        command.downgrade(config, "base")
+        assert current_revision(engine) is None
+        assert "buffer_entries" not in inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    assert upgrade_database(url) == "0001"
+
+
+def test_open_store_refuses_an_unmigrated_database_unless_asked_to_create(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+    with pytest.raises(RuntimeError, match="azr db upgrade"):
+        open_store(url)
+    with open_store(url, create=True) as store:
+        store.initialise()
+        assert store.count(TaskType.DEDUCTION) == 1
+
+
+def test_migration_scripts_ship_as_package_files() -> None:
+    assert (MIGRATIONS_DIR / "env.py").is_file() and (MIGRATIONS_DIR / "script.py.mako").is_file()
+    assert sorted(path.name for path in (MIGRATIONS_DIR / "versions").glob("0*.py")) == ["0001_buffers_runs_episodes.py"]
+
+
+def test_ping_raises_when_the_database_does_not_answer() -> None:
+    store = SqlTripletStore(create_store_engine("postgresql+psycopg://postgres@127.0.0.1:9/none"))
+    try:
+        with pytest.raises(OperationalError):
+            store.ping()
+    finally:
+        store.close()
+
+
+def test_ping_answers_on_a_live_database(store: SqlTripletStore) -> None:
+    store.ping()
+    assert store.count(TaskType.INDUCTION) == 0
+
+
+def _upgrade(url: str) -> str:
+    return upgrade_database(url)
+
+
+@pytest.mark.slow
+def test_services_starting_together_migrate_a_fresh_postgres_database_once(postgres_url: str) -> None:
+    name = f"azr_t_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        with multiprocessing.get_context("fork").Pool(4) as pool:  # each process builds its own engine
+            assert pool.map(_upgrade, [url] * 4) == ["0001"] * 4  # the advisory lock serialises them
+        with open_store(url) as store:
+            store.initialise()
+            assert store.count(TaskType.ABDUCTION) == 1
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
