@@ -1,0 +1,138 @@
+"""docker-compose.yml as compose resolves it, for both profiles: the right services start, in the right order, with
+the reference notes' SGLang launch flags, GPU reservations, health checks and shared checkpoint volume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import PROFILES, REQUIRED_COMPOSE_ENV, active_services, run_compose_config
+
+INFERENCE_NAMES = ("sglang-propose", "sglang-solve")
+APP_SERVICES = {"migrate", "proposer-api", "solver-api", "executor", "coordinator"}
+
+
+def network_names(name: str, service: dict[str, Any]) -> set[str]:
+    """The DNS names a service answers to on the default network: its own and its aliases."""
+    networks = service.get("networks") or {}
+    aliases = (networks.get("default") or {}).get("aliases", []) if isinstance(networks, dict) else []
+    return {name, *aliases}
+
+
+def mounts(service: dict[str, Any]) -> set[tuple[str, str]]:
+    """(source, target) of each mount; compose v2 prints long-form dicts, v1 `source:target[:mode]` strings."""
+    pairs = set()
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            pairs.add((str(volume.get("source")), str(volume["target"])))
+        else:
+            source, target = str(volume).split(":")[:2]
+            pairs.add((source, target))
+    return pairs
+
+
+def gpu_reservation(service: dict[str, Any]) -> list[dict[str, Any]]:
+    """The NVIDIA device reservations of a service (empty without)."""
+    devices = service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+    return [device for device in devices if "gpu" in device.get("capabilities", [])]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_profile_starts_the_whole_pipeline(compose_configs: dict[str, Any], profile: str) -> None:
+    services = active_services(compose_configs[profile], profile)
+    assert APP_SERVICES | {"redis", "postgres"} <= set(services)
+    answering = set().union(*(network_names(name, service) for name, service in services.items()))
+    assert set(INFERENCE_NAMES) <= answering, f"{profile}: nothing answers as {INFERENCE_NAMES}"
+    trainers = [name for name, service in services.items() if service.get("command") == ["trainer"]]
+    assert len(trainers) == 1, f"{profile}: expected exactly one trainer, got {trainers}"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dependencies_exist_in_the_profile_and_wait_for_health(compose_configs: dict[str, Any], profile: str) -> None:
+    services = active_services(compose_configs[profile], profile)
+    for name, service in services.items():
+        for dependency, condition in (service.get("depends_on") or {}).items():
+            assert dependency in services, f"{profile}: {name} depends on {dependency}, not started in this profile"
+            if "healthcheck" in services[dependency]:
+                assert condition["condition"] == "service_healthy", f"{name} -> {dependency}: {condition}"
+    assert services["migrate"]["command"] == ["db", "upgrade"]
+    for name in ("proposer-api", "solver-api"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+    assert services["coordinator"]["depends_on"]["proposer-api"]["condition"] == "service_healthy"
+
+
+def test_gpu_profile_runs_pinned_sglang_with_reference_flags(compose_configs: dict[str, Any]) -> None:
+    services = active_services(compose_configs["gpu"], "gpu")
+    for name in INFERENCE_NAMES:
+        sglang = services[name]
+        image, _, tag = sglang["image"].rpartition(":")
+        assert image == "lmsysorg/sglang" and tag.startswith("v") and tag != "latest", sglang["image"]
+        assert sglang["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+        command = sglang["command"]
+        assert command[command.index("--host") + 1] == "0.0.0.0"
+        assert command[command.index("--port") + 1] == "30000"
+        assert command[command.index("--model-path") + 1].startswith("/var/lib/azr/models/")
+        assert "/health" in " ".join(sglang["healthcheck"]["test"])
+        assert gpu_reservation(sglang) and gpu_reservation(sglang)[0]["driver"] == "nvidia"
+        assert sglang["ipc"] == "host"
+        assert services[name]["depends_on"]["model-prep"]["condition"] == "service_completed_successfully"
+    trainer = services["trainer"]
+    assert gpu_reservation(trainer)
+    assert trainer["environment"]["AZR_DEVICE"] == "cuda"
+    assert trainer["depends_on"]["sglang-propose"]["condition"] == "service_healthy"
+
+
+def test_cpu_profile_needs_no_gpu(compose_configs: dict[str, Any]) -> None:
+    services = active_services(compose_configs["cpu"], "cpu")
+    assert not any(gpu_reservation(service) for service in services.values())
+    assert not any(service["image"].startswith("lmsysorg/") for service in services.values())
+    inference = [s for s in services.values() if s.get("command", [])[:2] == ["serve", "inference"]]
+    assert len(inference) == 2
+    trainer = services["trainer-cpu"]
+    assert trainer["environment"]["AZR_DEVICE"] == "cpu"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_trainer_and_inference_share_the_checkpoint_volume(compose_configs: dict[str, Any], profile: str) -> None:
+    services = active_services(compose_configs[profile], profile)
+    trainer = next(s for s in services.values() if s.get("command") == ["trainer"])
+    run_root = trainer["environment"]["AZR_RUN_ROOT"]
+
+    shared = {mount for mount in mounts(trainer) if mount[1] == run_root}
+    assert shared, f"trainer does not mount a volume at its run root {run_root}"
+    for name, service in services.items():
+        if network_names(name, service) & set(INFERENCE_NAMES):
+            assert shared <= mounts(service), f"{name} does not see the trainer's checkpoints at {run_root}"
+    urls = trainer["environment"]["AZR_SGLANG_URLS"]
+    assert all(f"http://{name}:30000" in urls for name in INFERENCE_NAMES)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_executor_is_scalable_and_uses_the_docker_socket(compose_configs: dict[str, Any], profile: str) -> None:
+    executor = active_services(compose_configs[profile], profile)["executor"]
+    assert "container_name" not in executor and not executor.get("ports"), "--scale needs no fixed name or port"
+    assert executor["environment"]["AZR_EXECUTOR_BACKEND"] == "docker"
+    assert ("/var/run/docker.sock", "/var/run/docker.sock") in mounts(executor)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_only_loopback_ports_are_published(compose_configs: dict[str, Any], profile: str) -> None:
+    for name, service in active_services(compose_configs[profile], profile).items():
+        for port in service.get("ports", []):
+            host_ip = port.get("host_ip") if isinstance(port, dict) else str(port).split(":")[0]
+            assert host_ip == "127.0.0.1", f"{name} publishes {port} beyond loopback"
+
+
+@pytest.mark.parametrize("missing", sorted(REQUIRED_COMPOSE_ENV))
+def test_secrets_have_no_default(compose: list[str], missing: str) -> None:
+    env = {key: value for key, value in REQUIRED_COMPOSE_ENV.items() if key != missing}
+    result = run_compose_config(compose, "cpu", env)
+    assert result.returncode != 0
+    assert f"set {missing}" in result.stderr, result.stderr
+
+
+def test_api_token_reaches_every_service_that_serves_or_calls_the_apis(compose_configs: dict[str, Any]) -> None:
+    services = active_services(compose_configs["cpu"], "cpu")
+    for name in ("proposer-api", "solver-api", "coordinator"):
+        assert services[name]["environment"]["AZR_API_TOKEN"] == REQUIRED_COMPOSE_ENV["AZR_API_TOKEN"], name
+        assert services[name]["environment"]["AZR_PROFILE"] == "distributed", name

@@ -1,0 +1,157 @@
+"""Checkpoints: `RUN_DIR/checkpoints/v{policy_version:06d}/`, written atomically, the last N kept.
+
+A checkpoint directory holds the HF model (`save_pretrained`, safetensors) and tokenizer (what inference servers
+load), `trainer_state.pt` (optimizer state, step, policy version, the torch/CUDA/python/numpy RNG states, the ids of
+the episodes applied since the previous checkpoint) and `settings.json`. It is assembled in a hidden temp directory
+in the same folder, fsynced, then renamed into place, so a directory with a final name is always complete; leftover
+temp directories of a crashed save are ignored by `latest_checkpoint` and removed by the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+CHECKPOINTS_DIR = "checkpoints"
+TRAINER_STATE_FILE = "trainer_state.pt"
+SETTINGS_FILE = "settings.json"
+CHECKPOINT_FORMAT_VERSION = 1
+"""Bumped whenever the layout of trainer_state.pt changes."""
+
+_NAME = re.compile(r"^v(\d{6,})$")
+_TEMP_PREFIX = ".tmp-"
+
+
+@dataclass
+class TrainerState:
+    """Everything besides the weights needed to continue training exactly where a checkpoint left off."""
+
+    step: int
+    policy_version: int
+    optimizer: dict[str, Any]
+    rng: dict[str, Any]
+    applied_episode_ids: list[str] = field(default_factory=list)
+    format_version: int = CHECKPOINT_FORMAT_VERSION
+
+
+def checkpoint_name(policy_version: int) -> str:
+    """Directory name of a policy version's checkpoint."""
+    return f"v{policy_version:06d}"
+
+
+def checkpoints_root(run_dir: Path) -> Path:
+    """Where a run keeps its checkpoints."""
+    return Path(run_dir) / CHECKPOINTS_DIR
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of the run, oldest first (temp directories and stray files skipped)."""
+    root = checkpoints_root(run_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def capture_rng() -> dict[str, Any]:
+    """The torch (CPU and every CUDA device), python and numpy generator states."""
+    state: dict[str, Any] = {
+        "torch": torch.random.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Put the generators back as `capture_rng` saw them."""
+    torch.random.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _fsync_dir(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _fsync_tree(directory: Path) -> None:
+    """Flush every file and the directory itself, so the rename publishes data that is on disk."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+    _fsync_dir(directory)
+
+
+def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
+                    step: int, policy_version: int, settings_json: dict[str, Any],
+                    applied_episode_ids: list[str] | None = None, keep: int = 3) -> Path:
+    """Write checkpoint ``v{policy_version}`` atomically, then delete all but the newest ``keep``; returns its path."""
+    root = checkpoints_root(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(policy_version)
+    if final.exists():
+        raise FileExistsError(f"checkpoint {final} already exists; policy versions must increase")
+    for stale in root.glob(_TEMP_PREFIX + "*"):  # a previous save that crashed half way
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX + final.name + "-", dir=root))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging)
+        state = TrainerState(step=step, policy_version=policy_version, optimizer=optimizer.state_dict(),
+                             rng=capture_rng(), applied_episode_ids=list(applied_episode_ids or []))
+        torch.save(state.__dict__, staging / TRAINER_STATE_FILE)
+        (staging / SETTINGS_FILE).write_text(json.dumps(settings_json, indent=2, sort_keys=True) + "\n")
+        _fsync_tree(staging)
+        os.rename(staging, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    prune_checkpoints(run_dir, keep)
+    return final
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoints; returns what was deleted."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    doomed = list_checkpoints(run_dir)[:-keep]
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
+
+
+def load_trainer_state(checkpoint: Path) -> TrainerState:
+    """The optimizer state, counters, RNG states and applied ids saved with a checkpoint."""
+    raw = torch.load(Path(checkpoint) / TRAINER_STATE_FILE, map_location="cpu", weights_only=False)
+    if raw.get("format_version") != CHECKPOINT_FORMAT_VERSION:
+        raise ValueError(f"{checkpoint}: trainer_state format {raw.get('format_version')!r}, "
+                         f"this code reads {CHECKPOINT_FORMAT_VERSION}")
+    return TrainerState(**raw)

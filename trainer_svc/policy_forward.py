@@ -1,0 +1,69 @@
+"""Response-token log-probabilities and entropies of a causal LM on one micro-batch.
+
+The backbone runs over prompt + response; only the hidden states at the positions that predict response tokens
+(``MicroBatch.response_positions``) go through the LM head, so memory for logits is [b, R, V], not [b, L, V].
+Limit: this assumes logits = lm_head(last hidden state), true for the Qwen2/Llama/SmolLM families we use; a model
+with a final logit soft-cap (e.g. Gemma 2) would need its cap applied here.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import ContextManager
+
+import torch
+from torch import nn
+
+from trainer_svc.batching import MicroBatch
+
+
+def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:
+    """[b, R, V] logits at the positions predicting each response token (padding rows hold junk; mask them)."""
+    backbone = model.base_model
+    hidden = backbone(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).last_hidden_state
+    rows = torch.arange(hidden.shape[0], device=hidden.device).unsqueeze(1)
+    picked = hidden[rows, mb.response_positions]  # [b, R, H]
+    return model.get_output_embeddings()(picked)
+
+
+def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool = True, temperature: float = 1.0
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log π(response token) [b, R], entropy of π at that position [b, R] or None), in float32.
+
+    The log-softmax of the logits shifted by one (divided by the rollout ``temperature``, as the engines define the
+    behaviour logprobs and as veRL's actor does), gathered at the response ids; padding positions carry values
+    computed from pad inputs and must be masked by ``mb.response_mask``.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logits = response_logits(model, mb).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logprobs = logp_all.gather(-1, mb.response_ids.unsqueeze(-1)).squeeze(-1)
+    entropy = entropy_from_logprobs(logp_all) if with_entropy else None
+    return logprobs, entropy
+
+
+def entropy_from_logprobs(logp_all: torch.Tensor) -> torch.Tensor:
+    """H = −Σ_v p_v log p_v from a full log-softmax [..., V], reusing it instead of a second log-softmax.
+
+    Same value as `services.algorithm.objectives.entropy_from_logits` for finite logits (an LM head's always are);
+    that function's −inf handling costs an isfinite pass over [b, R, V], which the benchmark showed to be a large
+    share of a small model's update time.
+    """
+    return -(logp_all.exp() * logp_all).sum(dim=-1)
+
+
+def autocast_for(device: torch.device, bf16: bool) -> ContextManager[object]:
+    """bf16 autocast on CUDA when asked (fp32 master weights stay in the optimizer); nothing on CPU."""
+    if device.type == "cuda" and bf16:
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` -> CUDA when present, else CPU; anything else as torch spells it."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)

@@ -1,0 +1,160 @@
+"""One TRR++ PPO update: advantages per group (Eq 8), PPO-clip token-mean loss (Eq 9) with an entropy bonus,
+gradient accumulation over micro-batches, grad-norm clip, one AdamW step per PPO epoch.
+
+Behaviour log-probabilities come from the episodes; for an episode without them, the first epoch's log-probs under
+the current weights (detached: the value a no-grad pass with the same weights gives, without a second forward) are
+used, before any optimizer step, so its ratio starts at exactly 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from services.algorithm.objectives import broadcast_to_tokens, ppo_clip_loss, trr_plus_plus_advantages
+from services.algorithm.task_types import TASK_GROUPS
+from services.records import Episode
+from services.settings import Settings
+from trainer_svc.batching import MicroBatch, build_micro_batches, group_ids_of, total_response_tokens
+from trainer_svc.memory import peak_memory_mb, reset_peak_memory
+from trainer_svc.policy_forward import autocast_for, logprobs_and_entropy
+from trainer_svc.report import GroupStats, UpdateReport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AccumulatedStats:
+    """Token-weighted sums over one pass of micro-batches (divide by ``tokens`` for means)."""
+
+    tokens: int = 0
+    padded_tokens: int = 0
+    loss: float = 0.0  # already a batch token-mean: the sum of the micro-batch losses
+    pg_loss: float = 0.0
+    entropy_sum: float = 0.0
+    clip_sum: float = 0.0
+    kl_sum: float = 0.0
+    ratio_max: float = 0.0
+
+
+def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
+                         entropy_coef: float, device: torch.device, bf16: bool = True,
+                         temperature: float = 1.0) -> AccumulatedStats:
+    """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
+
+    Each micro-batch contributes Σ_tokens ℓ_t / N with N = the response tokens of the whole batch, so the accumulated
+    gradient is the gradient of the full-batch token-mean. Fills ``old_logprobs`` in place (in the list) for rows
+    without behaviour logprobs.
+    """
+    token_count = total_response_tokens(micro_batches)
+    stats = AccumulatedStats(tokens=token_count)
+    for index, cpu_mb in enumerate(micro_batches):
+        mb = cpu_mb.to(device)
+        with autocast_for(device, bf16):
+            logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature)
+        assert entropy is not None
+        if not bool(mb.has_old_logprobs.all()):
+            filled = torch.where(mb.has_old_logprobs.unsqueeze(1), mb.old_logprobs, logprobs.detach())
+            micro_batches[index] = replace(cpu_mb, old_logprobs=filled.cpu(),
+                                           has_old_logprobs=torch.ones_like(cpu_mb.has_old_logprobs))
+            mb = micro_batches[index].to(device)
+        advantages = broadcast_to_tokens(mb.advantages, mb.response_mask)
+        pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask, clip_eps,
+                                         token_count=token_count)
+        entropy_sum = torch.where(mb.response_mask, entropy, torch.zeros((), device=device)).sum()
+        loss = pg_loss - entropy_coef * entropy_sum / max(token_count, 1)
+        loss.backward()
+        n = metrics["tokens"]
+        stats.padded_tokens += int(mb.input_ids.numel())
+        stats.loss += float(loss.detach())
+        stats.pg_loss += float(pg_loss.detach())
+        stats.entropy_sum += float(entropy_sum.detach())
+        stats.clip_sum += metrics["clip_fraction"] * n
+        stats.kl_sum += metrics["approx_kl"] * n
+        stats.ratio_max = max(stats.ratio_max, metrics["ratio_max"])
+    return stats
+
+
+def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:
+    """Count and mean reward of each (task type x role) group present in the batch, in TASK_GROUPS order."""
+    out = []
+    for task_type, role in TASK_GROUPS:
+        rewards = [e.reward for e in episodes if e.task_type == task_type and e.role == role]
+        if rewards:
+            out.append(GroupStats(task_type=task_type.value, role=role.value, count=len(rewards),
+                                  reward_mean=sum(rewards) / len(rewards)))
+    return out
+
+
+class PolicyTrainer:
+    """Owns the policy model and its AdamW optimizer; ``update`` applies one batch of episodes."""
+
+    def __init__(self, model: nn.Module, settings: Settings, *, pad_id: int, device: torch.device,
+                 optimizer: torch.optim.Optimizer | None = None, step: int = 0, policy_version: int = 0) -> None:
+        self.model = model.to(device)
+        self.model.eval()  # no dropout in RL updates (as veRL); gradients still flow
+        self.settings = settings
+        self.pad_id = pad_id
+        self.device = device
+        self.optimizer = optimizer or make_optimizer(self.model, settings)
+        self.step = step
+        self.policy_version = policy_version
+
+    def advantages(self, episodes: Sequence[Episode]) -> torch.Tensor:
+        """Eq 8 advantages [B], normalised within each (task type x role) group of this batch."""
+        rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+        return trr_plus_plus_advantages(rewards, group_ids_of(episodes))
+
+    def micro_batches(self, episodes: Sequence[Episode]) -> list[MicroBatch]:
+        """The batch as length-grouped micro-batches with TRR++ advantages attached."""
+        return build_micro_batches(episodes, self.advantages(episodes), pad_id=self.pad_id,
+                                   micro_batch_size=self.settings.micro_batch_size,
+                                   micro_batch_tokens=self.settings.micro_batch_tokens)
+
+    def update(self, episodes: Sequence[Episode], *, stale_dropped: int = 0) -> UpdateReport:
+        """Train on ``episodes`` (already filtered for staleness): ``ppo_epochs`` AdamW steps; returns the report."""
+        if not episodes:
+            raise ValueError("update needs at least one episode")
+        s = self.settings
+        reset_peak_memory(self.device)
+        started = time.perf_counter()
+        micro_batches = self.micro_batches(episodes)
+        stats = AccumulatedStats()
+        grad_norm = 0.0
+        for _ in range(s.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            stats = accumulate_gradients(self.model, micro_batches, clip_eps=s.clip_eps, entropy_coef=s.entropy_coef,
+                                         device=self.device, bf16=s.trainer_bf16, temperature=s.temperature)
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
+            grad_norm = float(norm)
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elapsed = time.perf_counter() - started
+        self.step += 1
+        memory, kind = peak_memory_mb(self.device)
+        tokens = max(stats.tokens, 1)
+        report = UpdateReport(
+            step=self.step, policy_version=self.policy_version, episodes=len(episodes), stale_dropped=stale_dropped,
+            micro_batches=len(micro_batches), ppo_epochs=s.ppo_epochs, loss=stats.loss, pg_loss=stats.pg_loss,
+            entropy=stats.entropy_sum / tokens, clip_fraction=stats.clip_sum / tokens,
+            approx_kl=stats.kl_sum / tokens, ratio_max=stats.ratio_max, grad_norm=grad_norm, tokens=stats.tokens,
+            padded_tokens=stats.padded_tokens, tokens_per_s=stats.tokens * s.ppo_epochs / max(elapsed, 1e-9),
+            step_time_s=elapsed, peak_memory_mb=memory, memory_kind=kind, groups=group_stats(episodes),
+        )
+        log.info("update step=%d episodes=%d loss=%.4f grad_norm=%.3f tokens/s=%.1f", report.step, report.episodes,
+                 report.loss, report.grad_norm, report.tokens_per_s)
+        return report
+
+
+def make_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
+    """AdamW over every trainable parameter: constant lr, betas (0.9, 0.999), the settings' weight decay."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=settings.learning_rate, betas=(0.9, 0.999),
+                             weight_decay=settings.weight_decay)

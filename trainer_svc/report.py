@@ -1,0 +1,44 @@
+"""What one trainer update reports (logged as JSON, returned to the service loop and the CLI)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+UPDATE_REPORT_SCHEMA_VERSION = 1
+"""Bumped whenever UpdateReport's fields change."""
+
+
+class GroupStats(BaseModel):
+    """Reward summary of one (task type x role) group of the batch."""
+
+    task_type: str
+    role: str
+    count: int
+    reward_mean: float
+
+
+class UpdateReport(BaseModel):
+    """Losses, PPO diagnostics, throughput and memory of one update (all PPO epochs of one batch); the loss and PPO
+    diagnostics are those of the last epoch, token-means over the whole batch."""
+
+    schema_version: int = UPDATE_REPORT_SCHEMA_VERSION
+    step: int = Field(description="trainer step after this update (1 for the first update)")
+    policy_version: int = Field(description="policy version of the weights the batch was trained from")
+    episodes: int
+    stale_dropped: int = 0
+    micro_batches: int
+    ppo_epochs: int
+    loss: float
+    pg_loss: float
+    entropy: float
+    clip_fraction: float
+    approx_kl: float
+    ratio_max: float
+    grad_norm: float = Field(description="global gradient norm before clipping (last epoch)")
+    tokens: int = Field(description="response (loss) tokens of the batch")
+    padded_tokens: int = Field(description="input positions processed per epoch, padding included")
+    tokens_per_s: float = Field(description="loss tokens x epochs per second of update time")
+    step_time_s: float
+    peak_memory_mb: float = Field(description="CUDA: max allocated in this update; CPU: the process's peak RSS")
+    memory_kind: str = Field(description="'cuda_max_allocated' or 'cpu_peak_rss'")
+    groups: list[GroupStats]
