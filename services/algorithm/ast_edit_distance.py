@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
+from services.algorithm import thread_safe_ast
+
 DEFAULT_MAX_NODES = 300
 """Largest AST (labelled nodes) we compare. Measured on 2 shared cores: 60×60 nodes ≈ 20 ms, 219×199 ≈ 1.2 s,
 417×417 ≈ 7 s a pair (the cost grows faster than n²); the 7B model's seed programs have a median of 56, max 219."""
@@ -149,7 +151,7 @@ def index_ast(tree: ast.AST, *, with_payload: bool = True) -> PostorderTree:
 @lru_cache(maxsize=4096)
 def index_program(program: str, *, with_payload: bool = True) -> PostorderTree:
     """Parse `program` and index its AST (cached: references recur across proposals). Raises SyntaxError/ValueError."""
-    return index_ast(ast.parse(program), with_payload=with_payload)
+    return index_ast(thread_safe_ast.parse(program), with_payload=with_payload)
 
 
 def tree_edit_distance(a: PostorderTree, b: PostorderTree, *, max_nodes: int = DEFAULT_MAX_NODES) -> int:

@@ -43,6 +43,7 @@ import textwrap
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from services.algorithm import thread_safe_ast
 from services.algorithm.prompts import DEFAULT_NUM_INPUTS
 from services.algorithm.response_format import (
     FencedBlock,
@@ -146,7 +147,7 @@ ParseResult = (
 
 def _try_parse(source: str) -> ast.Module | None:
     try:
-        return ast.parse(source)
+        return thread_safe_ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError, Warning):
         return None  # Warning: a warnings filter set to "error" turns a SyntaxWarning into an exception
 

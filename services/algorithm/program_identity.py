@@ -15,6 +15,8 @@ import hashlib
 import json
 from typing import Sequence
 
+from services.algorithm import thread_safe_ast
+
 _DOCSTRING_OWNERS = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -38,7 +40,7 @@ def _fallback(source: str) -> str:
 def normalise_program(source: str) -> str:
     """The program as `ast.unparse` prints it, without comments or docstrings (stripped text if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = thread_safe_ast.parse(source)
         _strip_docstrings(tree)
         return ast.unparse(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -48,7 +50,7 @@ def normalise_program(source: str) -> str:
 def normalise_arguments(source: str) -> str:
     """Argument source text (`'a', 2` as in `f('a', 2)`) printed back by `ast.unparse` (stripped text if it does not parse)."""
     try:
-        call = ast.parse(f"f({source})", mode="eval").body
+        call = thread_safe_ast.parse(f"f({source})", mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _fallback(source)
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "f"):

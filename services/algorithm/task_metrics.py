@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from radon.complexity import cc_visit_ast
 from radon.metrics import h_visit_ast
 
+from services.algorithm import thread_safe_ast
 from services.algorithm.ast_edit_distance import (
     DEFAULT_MAX_NODES,
     TreeTooLarge,
@@ -128,7 +129,7 @@ def mean_ast_edit_distance(
     Raises ValueError when no reference could be compared (none given, or none parses), SyntaxError when `program`
     does not parse, `TreeTooLarge` when `program` is past `max_nodes`. Oversized references are skipped.
     """
-    tree = index_ast(ast.parse(program))
+    tree = index_ast(thread_safe_ast.parse(program))
     if tree.size > max_nodes:
         raise TreeTooLarge(f"the program has {tree.size} AST nodes: the limit is {max_nodes}")
     raw: list[float] = []
@@ -152,7 +153,7 @@ def canonical_answer(answer: str) -> str:
     """The answer as Python would print it back (`ast.unparse`), so `1,2` and `(1, 2)` count as one; else stripped."""
     text = answer.strip()
     try:
-        return ast.unparse(ast.parse(text, mode="eval"))
+        return ast.unparse(thread_safe_ast.parse(text, mode="eval"))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text
 
@@ -242,7 +243,7 @@ def task_metrics(
             raise
         errors.update(dict.fromkeys(complexity_fields, _reason(error)))
     try:
-        tree: ast.AST | None = ast.parse(program)
+        tree: ast.AST | None = thread_safe_ast.parse(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         tree = None
         errors.update(dict.fromkeys(halstead_fields + distance_fields, _reason(error)))

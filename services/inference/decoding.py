@@ -1,0 +1,129 @@
+"""The autoregressive loop for one batch of rows: left padding, KV cache, stop strings, EOS, length, abort.
+
+Kept apart from the engine (which owns the model, the lock and the weight version) so the loop can be read and
+tested on its own. Each row is one sample; a prompt sampled n times is n rows.
+
+Output conventions, matching SGLang's `/generate`:
+- `output_ids` are every sampled token, including the EOS token or the token that completed a stop string (the
+  trainer needs each sampled token with its logprob); nothing after the stop is generated.
+- `text` is the decoded output with special tokens dropped, cut before the first stop string (SGLang's default
+  `no_stop_trim=false`).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Sequence
+
+import torch
+
+from services.inference.sampling import choose_tokens
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass
+class RowSpec:
+    """How to sample: the subset of `SamplingParams` the loop needs (one value for the whole batch)."""
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    stop: Sequence[str] = ()
+
+
+@dataclass
+class RawSample:
+    """One finished (or aborted) row."""
+
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    text: str = ""
+    finish_reason: FinishReason = "length"
+    matched: int | str | None = None  # the EOS id or the stop string that ended it
+
+
+def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask, position_ids), prompts right-aligned so every row's next token is the last
+    column; positions count real tokens only, so padding does not shift them."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    return input_ids.to(device), mask.to(device), positions.to(device)
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    """Earliest occurrence of any stop string in `text`: (index, stop), or None."""
+    hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
+    return min(hits) if hits else None
+
+
+@torch.inference_mode()
+def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: RowSpec, *, eos_ids: set[int],
+                pad_id: int, detokenize: Callable[[Sequence[int]], str], generator: torch.Generator | None,
+                abort: threading.Event | None = None, repeats: int = 1) -> list[RawSample]:
+    """Sample `repeats` continuations of each prompt (prompt-major order: prompt 0's samples first).
+
+    Each prompt is prefilled once and its KV cache copied to its `repeats` rows; rows that finish are dropped from
+    the batch, so long samples do not pay for short ones. `abort`, when set, ends every unfinished row at the next
+    step with finish_reason `abort` and what it had so far.
+    """
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    device = next(model.parameters()).device
+    input_ids, mask, positions = _left_pad(prompts, pad_id, device)
+    out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
+    past, logits = out.past_key_values, out.logits[:, -1, :]
+    if repeats > 1:
+        past.batch_repeat_interleave(repeats)
+        logits = logits.repeat_interleave(repeats, dim=0)
+        mask = mask.repeat_interleave(repeats, dim=0)
+        positions = positions.repeat_interleave(repeats, dim=0)
+    samples = [RawSample() for _ in range(len(prompts) * repeats)]
+    live = list(range(len(samples)))  # sample index of each batch row
+    step_positions = positions[:, -1:]
+    for step in range(spec.max_new_tokens):
+        if abort is not None and abort.is_set():
+            break
+        if step > 0:
+            out = model(input_ids=tokens.unsqueeze(-1), attention_mask=mask, position_ids=step_positions,
+                        past_key_values=past, use_cache=True, logits_to_keep=1)
+            past, logits = out.past_key_values, out.logits[:, -1, :]
+        tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, generator)
+        keep = []
+        for row, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist())):
+            sample = samples[live[row]]
+            sample.output_ids.append(token)
+            sample.logprobs.append(logprob)
+            if token in eos_ids:
+                sample.finish_reason, sample.matched = "stop", token
+            elif spec.stop and (hit := _first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
+                sample.finish_reason, sample.matched = "stop", hit[1]
+            else:
+                keep.append(row)
+        if not keep:
+            live = []
+            break
+        if len(keep) < len(live):  # drop finished rows from the batch and the cache
+            index = torch.tensor(keep, device=device)
+            past.batch_select_indices(index)
+            tokens, mask, step_positions = tokens[index], mask[index], step_positions[index]
+            live = [live[row] for row in keep]
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=-1)
+        step_positions = step_positions + 1
+    unfinished = "abort" if abort is not None and abort.is_set() else "length"
+    for row in live:
+        samples[row].finish_reason = unfinished if len(samples[row].output_ids) < spec.max_new_tokens else "length"
+    for sample in samples:
+        text = detokenize(sample.output_ids)
+        hit = _first_stop(text, spec.stop) if sample.finish_reason == "stop" and isinstance(sample.matched, str) \
+            else None
+        sample.text = text[:hit[0]] if hit else text
+    return samples

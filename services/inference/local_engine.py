@@ -1,0 +1,168 @@
+"""`LocalEngine`: the InferenceEngine port over a transformers model in this process (embedded profile).
+
+CPU by default, CUDA when present (`device="auto"`). Each prompt is prefilled once and sampled `n` times; prompts
+are decoded in batches of at most `max_batch_rows` rows with left padding and a KV cache
+(services.inference.decoding). Logprobs are
+the behaviour log-probabilities defined in services.inference.sampling: plain model log-probs at temperature 1 and
+for greedy decoding, `log_softmax(logits / T)` at other temperatures.
+
+Reproducibility: a request with `SamplingParams.seed` draws from a generator seeded with it, so the same request
+with the same seed gives the same samples; without a seed the engine's own generator (seeded once from `seed`)
+advances across calls, so a run is reproducible from the engine seed and the order of its calls.
+
+Thread safety: one lock serialises generation and weight swaps; a checkpoint is loaded outside the lock and only
+the swap itself waits for the running generation to end.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from services.inference.chat_codec import PromptCodec, PromptForm
+from services.inference.decoding import RawSample, RowSpec, decode_rows
+from services.ports import Completion, InferenceError, SamplingParams
+
+INITIAL_WEIGHT_VERSION = "0"
+"""The version of the weights an engine starts with (policy version 0: the base model)."""
+
+
+def pick_device(device: str) -> torch.device:
+    """`auto` -> CUDA when available, else CPU; anything else is passed to torch."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """float32 on CPU (exact logprobs; bf16 matmuls are not faster on CPUs without AMX), bfloat16 on CUDA."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """An HF causal LM from a local directory, in eval mode on `device`; InferenceError when it cannot load."""
+    from transformers import AutoModelForCausalLM
+
+    path = Path(model_dir)
+    if not (path / "config.json").is_file():
+        raise InferenceError(f"no HF model directory at {path} (config.json missing)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise InferenceError(f"cannot load the model at {path}: {exc}") from exc
+    return model.to(device).eval()
+
+
+class LocalEngine:
+    """Generates with a transformers model in this process; implements `services.ports.InferenceEngine`."""
+
+    def __init__(self, model_dir: str | Path, device: str = "auto", dtype: torch.dtype | None = None,
+                 seed: int = 0, max_batch_rows: int = 32) -> None:
+        """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names)."""
+        self.model_dir = Path(model_dir)
+        self.device = pick_device(device)
+        self.dtype = dtype or default_dtype(self.device)
+        self.max_batch_rows = max_batch_rows
+        self.codec = PromptCodec.from_model_dir(self.model_dir)
+        self._model = load_causal_lm(self.model_dir, self.device, self.dtype)
+        self._model_path = str(self.model_dir)
+        self._version = INITIAL_WEIGHT_VERSION
+        self._lock = threading.Lock()
+        self._generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(self._model)
+
+    @staticmethod
+    def _config_eos_ids(model: torch.nn.Module) -> set[int]:
+        """EOS ids from the model's generation config (Qwen instruct models list both <|im_end|> and
+        <|endoftext|>)."""
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if eos is None:
+            return set()
+        return {int(e) for e in eos} if isinstance(eos, (list, tuple)) else {int(eos)}
+
+    # ------------------------------------------------------------------------------------------ port methods
+
+    @property
+    def prompt_form(self) -> PromptForm:
+        """`chat` for instruct models (a chat template), `plain` for base models."""
+        return self.codec.form
+
+    def prompt_ids(self, instruction: str) -> list[int]:
+        """Token ids of the R1 prompt for a task instruction (see PromptCodec)."""
+        return self.codec.prompt_ids(instruction)
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of token ids, special tokens dropped."""
+        return self.codec.decode(token_ids)
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The torch module served now (read it, do not swap it: `update_weights` does that under the lock)."""
+        return self._model
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids the model accepts (ids must lie in [0, vocab_size))."""
+        return int(self._model.get_input_embeddings().weight.shape[0])
+
+    def weight_version(self) -> str:
+        """The policy version of the weights served now."""
+        return self._version
+
+    def model_info(self) -> dict[str, object]:
+        """What is loaded: path, weight version, prompt form, device, dtype."""
+        return {"model_path": self._model_path, "weight_version": self._version, "prompt_form": self.prompt_form,
+                "device": str(self.device), "dtype": str(self.dtype).removeprefix("torch.")}
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
+        """For each prompt, `sampling.n` completions, in prompt order. Never aborts (no abort event)."""
+        batches, version = self.sample(prompts, sampling)
+        return [[Completion(prompt_index=index, text=s.text, output_ids=s.output_ids, logprobs=s.logprobs,
+                            finish_reason="length" if s.finish_reason == "length" else "stop",
+                            weight_version=version) for s in samples]
+                for index, samples in enumerate(batches)]
+
+    def sample(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+               abort: threading.Event | None = None) -> tuple[list[list[RawSample]], str]:
+        """Raw samples per prompt (n each) and the weight version that made them. With `abort` set mid-way the
+        unfinished samples come back with finish_reason `abort` (the HTTP server's pause uses this)."""
+        if not prompts:
+            return [], self._version
+        spec = RowSpec(max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                       top_p=sampling.top_p, top_k=sampling.top_k, stop=tuple(sampling.stop))
+        per_batch = max(1, self.max_batch_rows // sampling.n)  # prompts per batch; each brings n rows
+        with self._lock:
+            generator = self._generator if sampling.seed is None else \
+                torch.Generator(device=self.device).manual_seed(sampling.seed)
+            flat: list[RawSample] = []
+            for start in range(0, len(prompts), per_batch):
+                flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=sampling.n,
+                                    eos_ids=self._eos_ids, pad_id=self.codec.pad_token_id(),
+                                    detokenize=self.codec.decode, generator=generator, abort=abort)
+            version = self._version
+        return [flat[i * sampling.n:(i + 1) * sampling.n] for i in range(len(prompts))], version
+
+    def update_weights(self, model_path: str, policy_version: int) -> None:
+        """Serve the checkpoint at `model_path` (an HF dir from save_pretrained) as `policy_version`. The load
+        happens before taking the lock, so generation continues meanwhile; a failed load changes nothing."""
+        model = load_causal_lm(model_path, self.device, self.dtype)
+        with self._lock:
+            self._model = model
+            self._model_path = str(model_path)
+            self._version = str(policy_version)
+            self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(model)
+
+    def forward_logprobs(self, prompt: Sequence[int], output_ids: Sequence[int], temperature: float = 1.0
+                         ) -> list[float]:
+        """Log-probabilities of `output_ids` after `prompt` from one teacher-forced forward pass, scaled by
+        `temperature` like the sampler's (1.0 = the plain model). What a trainer recomputes; used by tests."""
+        ids = torch.tensor([list(prompt) + list(output_ids)], device=self.device)
+        with self._lock, torch.inference_mode():
+            logits = self._model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+        scale = temperature if temperature > 0 else 1.0
+        logprobs = torch.log_softmax(logits / scale, dim=-1)
+        targets = torch.tensor(list(output_ids), device=self.device).unsqueeze(-1)
+        return logprobs.gather(-1, targets).squeeze(-1).tolist()

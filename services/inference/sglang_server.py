@@ -1,0 +1,209 @@
+"""`azr serve inference`: an HTTP server speaking SGLang's native wire format (the DESIGN.md §6 subset) over the
+local transformers engine.
+
+It lets the distributed profile run where SGLang cannot (CPU machines) and is what `SGLangClient` is tested against
+over real HTTP. Routes: `POST /generate`, `POST /update_weights_from_disk`, `POST /pause_generation`,
+`POST /continue_generation`, `GET /model_info` (alias `/get_model_info`), `GET /health` (runs a one-token
+generation; 503 while paused or updating), `GET /healthz` (alive). Malformed requests get 400 with SGLang's error
+shape `{"object": "error", "message", "type": "BadRequest", "code": 400}`.
+
+Limits: no streaming, no constrained decoding, one batch at a time (the engine's lock serialises requests; SGLang
+would batch them continuously).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from services.inference.decoding import RawSample
+from services.inference.generation_gate import GenerationGate
+from services.inference.local_engine import LocalEngine
+from services.inference.sglang_wire import (
+    SGLANG_SAMPLING_FIELDS,
+    ContinueGenerationRequest,
+    FinishReason,
+    GenerateItem,
+    GenerateRequest,
+    MetaInfo,
+    ModelInfoResponse,
+    PauseGenerationRequest,
+    UpdateWeightsFromDiskRequest,
+    UpdateWeightsFromDiskResponse,
+    WireSamplingParams,
+)
+from services.ports import InferenceError, SamplingParams
+
+HEALTH_SAMPLING = SamplingParams(max_new_tokens=1, temperature=0)
+
+
+class BadRequest(ValueError):
+    """A request the server refuses with 400 and this message."""
+
+
+def error_response(message: str, status: int = 400) -> JSONResponse:
+    """SGLang's error body."""
+    kind = "BadRequest" if status == 400 else "ServiceUnavailable" if status == 503 else "InternalServerError"
+    return JSONResponse({"object": "error", "message": message, "type": kind, "code": status}, status_code=status)
+
+
+def parse_sampling(raw: dict[str, object] | None) -> WireSamplingParams:
+    """Validate one `sampling_params` dict: SGLang fields we do not implement and unknown keys are both 400."""
+    raw = raw or {}
+    unsupported = sorted(set(raw) & (SGLANG_SAMPLING_FIELDS - set(WireSamplingParams.model_fields)))
+    if unsupported:
+        raise BadRequest(f"sampling_params fields not supported by this server: {unsupported}")
+    try:
+        return WireSamplingParams.model_validate(raw)
+    except ValidationError as exc:
+        raise BadRequest(f"invalid sampling_params: {exc.errors(include_url=False)}") from exc
+
+
+def prompt_batch(request: GenerateRequest, engine: LocalEngine) -> tuple[list[list[int]], bool]:
+    """Token ids of every prompt and whether the request was a batch (the response is then a list)."""
+    if (request.text is None) == (request.input_ids is None):
+        raise BadRequest("give exactly one of `text` or `input_ids`")
+    if request.stream:
+        raise BadRequest("streaming is not supported by this server")
+    if request.text is not None:
+        texts = [request.text] if isinstance(request.text, str) else request.text
+        prompts, batched = [engine.codec.encode(text) for text in texts], isinstance(request.text, list)
+    else:
+        ids = request.input_ids or []
+        batched = bool(ids) and isinstance(ids[0], list)
+        prompts = [list(p) for p in ids] if batched else [list(ids)]  # type: ignore[arg-type]
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise BadRequest("every prompt needs at least one token")
+    vocab = engine.vocab_size
+    if any(not 0 <= token < vocab for prompt in prompts for token in prompt):
+        raise BadRequest(f"input_ids must lie in [0, {vocab})")
+    return prompts, batched
+
+
+def items_of(samples: Sequence[RawSample], prompt_len: int, version: str, logprobs: bool) -> list[dict[str, object]]:
+    """Wire items for one prompt's samples."""
+    items = []
+    for sample in samples:
+        finish = FinishReason(type=sample.finish_reason, matched=sample.matched if sample.finish_reason == "stop"
+                              else None, length=len(sample.output_ids) if sample.finish_reason == "length" else None,
+                              message="Aborted by pause_generation." if sample.finish_reason == "abort" else None)
+        meta = MetaInfo(id=uuid.uuid4().hex, finish_reason=finish, prompt_tokens=prompt_len,
+                        completion_tokens=len(sample.output_ids), weight_version=version,
+                        output_token_logprobs=[(lp, tok, None) for lp, tok in zip(sample.logprobs, sample.output_ids)]
+                        if logprobs else None)
+        items.append(GenerateItem(text=sample.text, output_ids=sample.output_ids, meta_info=meta
+                                  ).model_dump(exclude_none=True))
+    return items
+
+
+def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None) -> FastAPI:
+    """The FastAPI app over `engine`. `pause_wait_s`: how long a generation waits while paused (None: forever)."""
+    app = FastAPI(title="azr inference (SGLang wire format)", version="1")
+    gate = GenerationGate()
+    app.state.engine, app.state.gate = engine, gate
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(f"invalid request: {exc.errors()}")
+
+    @app.exception_handler(BadRequest)
+    async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
+        return error_response(str(exc))
+
+    @app.post("/generate")
+    def generate(request: GenerateRequest) -> JSONResponse:
+        """Sample completions: one item per prompt per sample, batch order, each prompt's n samples together."""
+        prompts, batched = prompt_batch(request, engine)
+        raw = request.sampling_params
+        per_item = raw if isinstance(raw, list) else [raw] * len(prompts)
+        if len(per_item) != len(prompts):
+            raise BadRequest(f"{len(per_item)} sampling_params for {len(prompts)} prompts")
+        params = [parse_sampling(p) for p in per_item]
+        items: list[dict[str, object]] = []
+        try:
+            with gate.generation(pause_wait_s) as abort:
+                # Prompts with identical sampling params are decoded as one batch.
+                groups: dict[str, list[int]] = {}
+                for index, param in enumerate(params):
+                    groups.setdefault(param.model_dump_json(), []).append(index)
+                by_prompt: dict[int, list[dict[str, object]]] = {}
+                for indices in groups.values():
+                    samples, version = engine.sample([prompts[i] for i in indices], params[indices[0]].to_port(),
+                                                     abort=abort)
+                    for i, prompt_samples in zip(indices, samples):
+                        by_prompt[i] = items_of(prompt_samples, len(prompts[i]), version, request.return_logprob)
+                items = [item for i in range(len(prompts)) for item in by_prompt[i]]
+        except TimeoutError:
+            return error_response("generation is paused (waiting for /continue_generation)", 503)
+        except InferenceError as exc:
+            return error_response(str(exc), 500)
+        if batched or params[0].n > 1:
+            return JSONResponse(items)
+        return JSONResponse(items[0])
+
+    @app.post("/update_weights_from_disk")
+    def update_weights_from_disk(request: UpdateWeightsFromDiskRequest) -> JSONResponse:
+        """Load a checkpoint directory and serve it as `weight_version` (400 with success false on failure)."""
+        drained = request.abort_all_requests and not gate.paused
+        paused_requests = gate.pause("abort") if drained else 0
+        try:
+            with gate.updating():
+                version = request.weight_version if request.weight_version is not None else engine.weight_version()
+                engine.update_weights(request.model_path, version)  # type: ignore[arg-type]
+        except InferenceError as exc:
+            body = UpdateWeightsFromDiskResponse(success=False, message=f"Failed to update weights: {exc}",
+                                                 num_paused_requests=paused_requests)
+            return JSONResponse(body.model_dump(), status_code=400)
+        finally:
+            if drained:
+                gate.resume()
+        message = f"Succeeded to update model weights. Weight version updated to {engine.weight_version()}."
+        return JSONResponse(UpdateWeightsFromDiskResponse(success=True, message=message,
+                                                          num_paused_requests=paused_requests).model_dump())
+
+    @app.post("/pause_generation")
+    def pause_generation(request: PauseGenerationRequest) -> dict[str, str]:
+        """Hold new generations; `abort` mode also aborts running ones (they return finish_reason abort)."""
+        gate.pause(request.mode)
+        return {"message": "Generation paused successfully.", "status": "ok"}
+
+    @app.post("/continue_generation")
+    def continue_generation(_: ContinueGenerationRequest) -> dict[str, str]:
+        """Let generations run again."""
+        gate.resume()
+        return {"message": "Generation continued successfully.", "status": "ok"}
+
+    @app.get("/model_info")
+    @app.get("/get_model_info")
+    def model_info() -> ModelInfoResponse:
+        """The served model and its weight version."""
+        info = engine.model_info()
+        return ModelInfoResponse(model_path=str(info["model_path"]), tokenizer_path=str(engine.model_dir),
+                                 weight_version=engine.weight_version(), prompt_form=str(info["prompt_form"]))
+
+    @app.get("/health")
+    def health() -> JSONResponse:
+        """Readiness: 503 while paused or updating, else a one-token greedy generation must succeed."""
+        if gate.paused or gate.busy_updating:
+            return error_response("paused or updating weights", 503)
+        try:
+            with gate.generation(wait_s=0):
+                prompt = engine.codec.encode("def f(x):") or [engine.codec.pad_token_id()]
+                engine.sample([prompt], HEALTH_SAMPLING)
+        except TimeoutError:
+            return error_response("paused", 503)
+        except Exception as exc:  # any failure of the engine means not ready
+            return error_response(f"generation failed: {exc}", 503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    return app

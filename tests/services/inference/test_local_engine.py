@@ -1,0 +1,151 @@
+"""LocalEngine on the tiny model: sampling, greedy, logprobs, stops, EOS, seeds, weight swaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from services.algorithm.prompts import deduction_solver_prompt
+from services.inference.decoding import RowSpec, decode_rows
+from services.inference.local_engine import LocalEngine
+from services.ports import InferenceError, SamplingParams
+
+PROGRAM = "def f(a, b):\n    return sorted([x * b for x in a])[::-1]"
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny_engine: LocalEngine) -> list[list[int]]:
+    """Two prompts of different lengths, so the batch needs left padding."""
+    long_prompt = tiny_engine.prompt_ids(deduction_solver_prompt(PROGRAM, "[1, 2, 3], 4"))
+    short_prompt = tiny_engine.codec.encode("def f(x):\n    return")
+    assert len(long_prompt) > len(short_prompt) + 50
+    return [long_prompt, short_prompt]
+
+
+def test_n_samples_differ_at_temperature_one(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    out = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=1.0, n=4))
+    assert [len(group) for group in out] == [4, 4]
+    for index, group in enumerate(out):
+        assert all(c.prompt_index == index for c in group)
+        assert len({tuple(c.output_ids) for c in group}) > 1
+
+
+def test_greedy_samples_are_identical_and_repeatable(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    greedy = SamplingParams(max_new_tokens=12, temperature=0, n=3)
+    first = tiny_engine.generate(prompts, greedy)
+    second = tiny_engine.generate(prompts, greedy)
+    for group_a, group_b in zip(first, second):
+        assert len({tuple(c.output_ids) for c in group_a}) == 1
+        assert group_a[0].output_ids == group_b[0].output_ids
+
+
+def test_logprobs_equal_a_forward_pass_recomputation(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    out = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=16, temperature=1.0, n=2, seed=5))
+    for prompt, group in zip(prompts, out):
+        for completion in group:
+            assert len(completion.logprobs) == len(completion.output_ids) > 0
+            recomputed = tiny_engine.forward_logprobs(prompt, completion.output_ids)
+            assert completion.logprobs == pytest.approx(recomputed, abs=1e-4)
+            assert all(lp <= 0 for lp in completion.logprobs)
+
+
+def test_logprobs_at_other_temperatures_are_temperature_scaled(tiny_engine: LocalEngine,
+                                                               prompts: list[list[int]]) -> None:
+    completion = tiny_engine.generate(prompts[:1], SamplingParams(max_new_tokens=10, temperature=0.5, seed=3))[0][0]
+    scaled = tiny_engine.forward_logprobs(prompts[0], completion.output_ids, temperature=0.5)
+    plain = tiny_engine.forward_logprobs(prompts[0], completion.output_ids, temperature=1.0)
+    assert completion.logprobs == pytest.approx(scaled, abs=1e-4)
+    assert completion.logprobs != pytest.approx(plain, abs=1e-3)
+    greedy = tiny_engine.generate(prompts[:1], SamplingParams(max_new_tokens=10, temperature=0))[0][0]
+    assert greedy.logprobs == pytest.approx(tiny_engine.forward_logprobs(prompts[0], greedy.output_ids), abs=1e-4)
+
+
+def test_max_new_tokens_ends_with_length(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    out = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=7, temperature=0))
+    for group in out:
+        assert group[0].finish_reason == "length"
+        assert len(group[0].output_ids) == 7
+        assert group[0].weight_version == tiny_engine.weight_version()
+
+
+def test_stop_string_truncates_text_and_ends_generation(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    seeded = SamplingParams(max_new_tokens=40, temperature=1.0, seed=4)  # greedy tiny output is only newlines
+    free = tiny_engine.generate(prompts[:1], seeded)[0][0]
+    visible = [i for i in range(len(free.text) // 3, len(free.text) - 3) if free.text[i:i + 3].strip()]
+    assert visible, f"no visible 3-character stop string in {free.text!r}"
+    stop = free.text[visible[0]:visible[0] + 3]
+    stopped = tiny_engine.generate(prompts[:1], seeded.model_copy(update={"stop": [stop]}))[0][0]
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == free.text[:free.text.index(stop)]
+    assert stop not in stopped.text
+    assert stopped.output_ids == free.output_ids[:len(stopped.output_ids)]
+    assert len(stopped.output_ids) < len(free.output_ids)
+    assert stop in tiny_engine.decode(stopped.output_ids)  # the ids run through the token that completed it
+
+
+def test_eos_token_ends_a_row_and_is_kept(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    free = tiny_engine.generate(prompts[:1], SamplingParams(max_new_tokens=6, temperature=0))[0][0]
+    eos = free.output_ids[2]  # declare the third greedy token an EOS id
+    samples = decode_rows(tiny_engine.model, prompts[:1], RowSpec(max_new_tokens=6, temperature=0, top_p=1, top_k=-1),
+                          eos_ids={eos}, pad_id=tiny_engine.codec.pad_token_id(), detokenize=tiny_engine.decode,
+                          generator=None)
+    first_eos = free.output_ids.index(eos)
+    assert samples[0].finish_reason == "stop" and samples[0].matched == eos
+    assert samples[0].output_ids == free.output_ids[:first_eos + 1]
+
+
+def test_abort_event_returns_abort_samples(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    import threading
+
+    abort = threading.Event()
+    abort.set()
+    batches, version = tiny_engine.sample(prompts, SamplingParams(max_new_tokens=5, n=2), abort=abort)
+    assert version == tiny_engine.weight_version()
+    assert [s.finish_reason for group in batches for s in group] == ["abort"] * 4
+
+
+def test_same_seed_same_samples_other_seed_other_samples(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    def run(seed: int) -> list[list[int]]:
+        out = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=1.0, n=2, seed=seed))
+        return [c.output_ids for group in out for c in group]
+
+    assert run(11) == run(11)
+    assert run(11) != run(12)
+
+
+def test_engine_seed_makes_unseeded_runs_reproducible(tiny_dir: Path, prompts: list[list[int]]) -> None:
+    sampling = SamplingParams(max_new_tokens=10, temperature=1.0, n=2)
+    runs = [LocalEngine(tiny_dir, device="cpu", seed=99).generate(prompts, sampling) for _ in range(2)]
+    assert [c.output_ids for g in runs[0] for c in g] == [c.output_ids for g in runs[1] for c in g]
+
+
+def test_update_weights_changes_outputs_and_version(tiny_engine: LocalEngine, tiny_dir: Path, perturbed_dir: Path,
+                                                    prompts: list[list[int]]) -> None:
+    greedy = SamplingParams(max_new_tokens=12, temperature=0)
+    before = tiny_engine.generate(prompts, greedy)
+    try:
+        tiny_engine.update_weights(str(perturbed_dir), 3)
+        assert tiny_engine.weight_version() == "3"
+        after = tiny_engine.generate(prompts, greedy)
+        assert all(c.weight_version == "3" for group in after for c in group)
+        assert [g[0].output_ids for g in after] != [g[0].output_ids for g in before]
+        with pytest.raises(InferenceError, match="no HF model directory"):
+            tiny_engine.update_weights(str(perturbed_dir / "missing"), 4)
+        assert tiny_engine.weight_version() == "3"  # a failed load changes nothing
+    finally:
+        tiny_engine.update_weights(str(tiny_dir), 0)
+    assert [g[0].output_ids for g in tiny_engine.generate(prompts, greedy)] == [g[0].output_ids for g in before]
+
+
+def test_top_k_one_is_greedy(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    greedy = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0))
+    top1 = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, top_k=1, n=2, seed=1))
+    for g, t in zip(greedy, top1):
+        assert all(c.output_ids == g[0].output_ids for c in t)
+
+
+def test_model_on_cpu_in_float32(tiny_engine: LocalEngine) -> None:
+    assert tiny_engine.device == torch.device("cpu")
+    assert tiny_engine.model_info()["dtype"] == "float32"
