@@ -6,29 +6,17 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from services.jsonl_rows import read_jsonl_rows
 from services.settings import Settings
 
 worker_app = typer.Typer(help="Run queue workers.", no_args_is_help=True)
 
 INVALID_ROW = "invalid_row"
 """Status printed for an input line that is not a usable row (the run goes on; the exit code is then 1)."""
-
-
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    with path.open() as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield number, None, f"line {number}: not JSON: {error.msg}"
-                continue
-            yield (number, row, None) if isinstance(row, dict) else (number, None, f"line {number}: not an object")
 
 
 def validate_row(executor: Any, number: int, row: dict[str, Any], task: str | None) -> dict[str, Any]:
@@ -67,7 +55,7 @@ def validate(
     bad_rows = 0
     with Executor.from_settings(settings) as executor, ThreadPoolExecutor(max_workers=settings.executor_workers * 2) as pool:
         futures = []
-        for number, row, problem in _rows(file):
+        for number, row, problem in read_jsonl_rows(file):
             if row is None:
                 futures.append(pool.submit(lambda n=number, p=problem: {"id": n, "status": INVALID_ROW, "error": p}))
             else:

@@ -9,16 +9,16 @@ The file's outputs are ignored: the stored gold outputs are the executor's (fixe
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
 from services.ports import CodeExecutor
+from services.jsonl_rows import read_jsonl_rows
 from services.records import RECORD_SCHEMA_VERSION, InductionTask, Triplet, TripletSource
 from services.store.sql_store import SqlTripletStore
 
@@ -64,18 +64,8 @@ class _Verdict(BaseModel):
     error: str | None = None
 
 
-def read_seed_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """(line number, row or None, problem or None) for every non-blank line."""
-    with path.open() as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield number, None, f"line {number}: not JSON: {error.msg}"
-                continue
-            yield (number, row, None) if isinstance(row, dict) else (number, None, f"line {number}: not an object")
+read_seed_rows = read_jsonl_rows
+"""(line number, row or None, problem or None) for every non-blank line of a seed file."""
 
 
 def _is_induction(row: dict[str, Any], buffer: BufferChoice) -> bool:

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -16,57 +11,21 @@ import redis
 from rq import Queue
 from rq.job import Job
 
+from throwaway_servers import ExecutorWorkers
+
 from executor_svc.rq_client import ExecutorJobFailed, RQCodeExecutor
 from services.execution import ExecStatus
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SLOW_PROGRAM = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i % 7\n    return total"
 SLOW_N = 8 * 10**6
 """About a second per run: long enough to kill its worker mid-job, well inside the 8 s limit."""
 
 
-class WorkerProcesses:
-    """Starts `azr worker executor` processes on one private queue and stops them all at the end."""
-
-    def __init__(self, redis_url: str, queue: str) -> None:
-        self.redis_url, self.queue = redis_url, queue
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(self, name: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "AZR_REDIS_URL": self.redis_url,
-            "AZR_EXECUTOR_BACKEND": "process",
-            "AZR_EXECUTOR_WORKERS": "1",
-            "AZR_EXECUTOR_TIMEOUT_S": "8",
-        }
-        command = [sys.executable, "-m", "services", "worker", "executor", "--queue", self.queue,
-                   "--name", f"{self.queue}-{name}", "--maintenance-interval-s", "1"]
-        process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, start_new_session=True,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.processes.append(process)
-        return process
-
-    def kill(self, process: subprocess.Popen[bytes]) -> None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-
-
 @pytest.fixture()
-def private_queue(redis_url: str) -> Iterator[tuple[redis.Redis, str, WorkerProcesses]]:
+def private_queue(redis_url: str) -> Iterator[tuple[redis.Redis, str, ExecutorWorkers]]:
     connection = redis.Redis.from_url(redis_url)
     queue = f"executor-test-{uuid.uuid4().hex[:8]}"
-    workers = WorkerProcesses(redis_url, queue)
+    workers = ExecutorWorkers(redis_url, queue)
     try:
         yield connection, queue, workers
     finally:
