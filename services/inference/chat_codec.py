@@ -4,7 +4,10 @@ Shared by the local engine and the SGLang client: the client tokenizes here with
 server loads, so the ids it sends are exactly the ids the server would have made from the text.
 
 - Instruct models (their tokenizer has a chat template) get `r1_chat_messages(instruction)` (R1 instruction as the
-  system message, the task as the user message) rendered by their template with the assistant turn opened.
+  system message, the task as the user message) rendered by their template with the assistant turn opened and
+  begun with `<think>`, as Fig 33's template begins the base model's answer: without it Qwen2.5-Coder-Instruct
+  answers in free prose and no response is well formed (0 of 8 measured); the parser accepts a response that
+  starts inside the think block.
 - Base models (no chat template) get `render_r1_prompt(instruction)` (paper Fig 33) as plain text, which already
   ends in "Assistant: <think>".
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 from services.algorithm.prompts import r1_chat_messages, render_r1_prompt
+from services.algorithm.response_format import THINK_OPEN
 
 PromptForm = Literal["chat", "plain"]
 
@@ -41,8 +45,9 @@ class PromptCodec:
     def prompt_text(self, instruction: str) -> str:
         """The full prompt text the model sees for a task instruction (chat template applied when there is one)."""
         if self.form == "chat":
-            return self.tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+            opened = self.tokenizer.apply_chat_template(  # type: ignore[attr-defined]
                 r1_chat_messages(instruction), tokenize=False, add_generation_prompt=True)
+            return opened + THINK_OPEN
         return render_r1_prompt(instruction)
 
     def prompt_ids(self, instruction: str) -> list[int]:

@@ -15,7 +15,7 @@ def test_instruct_model_gets_its_chat_template(tiny_dir: Path) -> None:
     assert codec.form == "chat"
     text = codec.prompt_text(INSTRUCTION)
     assert text == (f"<|im_start|>system\n{R1_SYSTEM_INSTRUCTION}<|im_end|>\n"
-                    f"<|im_start|>user\n{INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
+                    f"<|im_start|>user\n{INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n<think>")
     ids = codec.prompt_ids(INSTRUCTION)
     assert ids == codec.encode(text)
     im_start = codec.tokenizer.convert_tokens_to_ids("<|im_start|>")
