@@ -7,6 +7,7 @@ python3 in any image).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 
@@ -32,3 +33,19 @@ class WorkerChannel(Protocol):
 
     def close(self) -> None:
         """Stop the worker and free its resources (kill the process group / remove the container). Idempotent."""
+
+
+def take_reply(buffer: bytearray) -> dict[str, Any]:
+    """Remove the first JSON line from `buffer` (which holds a newline) and return it as the worker's reply.
+
+    Raises WorkerLost when the line is not a JSON object: the worker broke the protocol.
+    """
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    try:
+        reply = json.loads(line)
+    except ValueError as exc:
+        raise WorkerLost(f"the worker wrote a line that is not JSON: {line[:200]!r}") from exc
+    if not isinstance(reply, dict):
+        raise WorkerLost("the worker's reply is not an object")
+    return reply

@@ -22,7 +22,7 @@ import struct
 import time
 from typing import Any, Callable
 
-from executor_svc.channel import ReplyTimeout, WorkerLost
+from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 
 MAX_REPLY_BYTES = 256 << 20
 SEND_TIMEOUT_S = 30.0
@@ -113,15 +113,7 @@ class DockerWorkerChannel:
                 self._read_available()
             if len(self._stdout) > MAX_REPLY_BYTES:
                 raise WorkerLost("the worker's reply is too long")
-        line, _, rest = bytes(self._stdout).partition(b"\n")
-        self._stdout = bytearray(rest)
-        try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise WorkerLost(f"the worker wrote a line that is not JSON: {line[:200]!r}") from exc
-        if not isinstance(reply, dict):
-            raise WorkerLost("the worker's reply is not an object")
-        return reply
+        return take_reply(self._stdout)
 
     def _read_available(self) -> None:
         """Read what the socket has and split it into stdout/stderr by frame; notes end of stream."""

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from executor_svc.channel import ReplyTimeout, WorkerLost
+from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.worker import PROTOCOL_VERSION
 
@@ -83,15 +83,7 @@ class ProcessWorkerChannel:
             self._buffer += chunk
             if len(self._buffer) > MAX_REPLY_BYTES:
                 raise WorkerLost("the worker's reply is too long")
-        line, _, rest = bytes(self._buffer).partition(b"\n")
-        self._buffer = bytearray(rest)
-        try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise WorkerLost(f"the worker wrote a line that is not JSON: {line[:200]!r}") from exc
-        if not isinstance(reply, dict):
-            raise WorkerLost("the worker's reply is not an object")
-        return reply
+        return take_reply(self._buffer)
 
     def alive(self) -> bool:
         return self._proc.poll() is None

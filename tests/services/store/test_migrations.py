@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
-import uuid
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect
 from sqlalchemy.exc import OperationalError
+from throwaway_servers import PrivateDatabase
 
 from services.algorithm.task_types import TaskType
 from services.store import SqlTripletStore, open_store, upgrade_database
@@ -82,18 +81,9 @@ def _upgrade(url: str) -> str:
 
 @pytest.mark.slow
 def test_services_starting_together_migrate_a_fresh_postgres_database_once(postgres_url: str) -> None:
-    name = f"azr_t_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
-    try:
+    with PrivateDatabase(postgres_url) as url:
         with multiprocessing.get_context("fork").Pool(4) as pool:  # each process builds its own engine
             assert pool.map(_upgrade, [url] * 4) == ["0001"] * 4  # the advisory lock serialises them
         with open_store(url) as store:
             store.initialise()
             assert store.count(TaskType.ABDUCTION) == 1
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
