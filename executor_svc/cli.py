@@ -82,11 +82,16 @@ def executor_worker(
 
     from executor_svc.executor import Executor
     from executor_svc.jobs import install_executor
+    from executor_svc.prometheus_metrics import ExecutorMetrics
     from executor_svc.rq_worker import ExecutorWorker
+    from services.metrics_endpoint import serve_metrics
 
     settings = Settings()
     connection = redis.Redis.from_url(settings.redis_url)
-    executor = Executor.from_settings(settings)
+    # Jobs run in this process (SimpleWorker), so the executor records into this process's registry.
+    metrics = ExecutorMetrics()
+    endpoint = serve_metrics(metrics.registry, settings.executor_metrics_port, settings.metrics_address)
+    executor = Executor.from_settings(settings, metrics=metrics)
     install_executor(executor)
     worker = ExecutorWorker(
         [Queue(queue or settings.executor_queue, connection=connection)],
@@ -99,3 +104,5 @@ def executor_worker(
     finally:
         install_executor(None)
         executor.close()
+        if endpoint is not None:
+            endpoint.close()

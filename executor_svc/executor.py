@@ -19,16 +19,18 @@ Decisions:
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Concatenate, Iterable, ParamSpec, Sequence, TypeVar
 
 from executor_svc import static_check, wire
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
 from executor_svc.process_backend import ProcessBackend, SandboxMode
+from executor_svc.prometheus_metrics import ExecutorMetrics
 from executor_svc.worker_pool import ChannelFactory, WorkerPool
 from executor_svc.wire import JobResult
 from services.execution import CheckResult, ExecStatus, ExecutionLimits, InductionValidationResult, ValidationResult
@@ -37,6 +39,8 @@ GOLD_HASH_SEED = 0
 VERIFY_HASH_SEED = 1  # differs from seed 0 on the set orders the tests probe; fixed so verdicts are reproducible
 DEFAULT_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R", ValidationResult, InductionValidationResult, CheckResult)
 
 
 class _RunFailed(Exception):
@@ -56,15 +60,34 @@ def _short(text: str | None, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _recorded(kind: str) -> Callable[[Callable[Concatenate[Executor, P], R]], Callable[Concatenate[Executor, P], R]]:
+    """Count an operation's verdict and latency in the executor's metrics (when it has any), at its one exit."""
+
+    def decorate(operation: Callable[Concatenate[Executor, P], R]) -> Callable[Concatenate[Executor, P], R]:
+        @functools.wraps(operation)
+        def recorded(self: Executor, *args: P.args, **kwargs: P.kwargs) -> R:
+            result = operation(self, *args, **kwargs)
+            if self.metrics is not None:
+                self.metrics.observe(kind, result.status.value, result.ms / 1000.0)
+            return result
+
+        return recorded
+
+    return decorate
+
+
 class Executor:
     """Sandboxed executor (implements services.ports.CodeExecutor); thread-safe; close() it (or use `with`)."""
 
     def __init__(self, *, workers: int = 2, limits: ExecutionLimits | None = None, sandbox: SandboxMode = "auto",
                  python: str | None = None, recycle_after: int = 1000, channel_factory: ChannelFactory | None = None,
-                 isolation: str | None = None, verify_hash_seed: int = VERIFY_HASH_SEED) -> None:
+                 isolation: str | None = None, verify_hash_seed: int = VERIFY_HASH_SEED,
+                 metrics: ExecutorMetrics | None = None) -> None:
         """`channel_factory` plugs in another backend (docker); the executor owns it and calls its close(), if any,
         on close. Otherwise a process backend is built from `sandbox` ("auto" | "bwrap" | "none") and `python`
-        (absolute interpreter path for the workers). Starts all 2 x `workers` workers before returning."""
+        (absolute interpreter path for the workers). Starts all 2 x `workers` workers before returning.
+        With `metrics`, every operation's status and latency is recorded there."""
+        self.metrics = metrics
         if verify_hash_seed == GOLD_HASH_SEED:
             raise ValueError("the verify hash seed must differ from the gold seed")
         if workers < 1 or recycle_after < 1:
@@ -89,7 +112,7 @@ class Executor:
             raise
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Executor:
+    def from_settings(cls, settings: Any, metrics: ExecutorMetrics | None = None) -> Executor:
         """Build from a services.settings.Settings (or any object with its `executor_*` attributes).
 
         For `executor_backend="docker"` the factory comes from `executor_svc.docker_backend.
@@ -103,7 +126,7 @@ class Executor:
                                  max_output_bytes=get("executor_max_output_bytes", 65536),
                                  max_processes=get("executor_max_processes", 64))
         common = {"workers": get("executor_workers", 2), "limits": limits,
-                  "recycle_after": get("executor_recycle_after", 1000)}
+                  "recycle_after": get("executor_recycle_after", 1000), "metrics": metrics}
         backend = get("executor_backend", "process")
         if backend == "docker":
             from executor_svc import docker_backend  # the docker backend's own module
@@ -141,6 +164,7 @@ class Executor:
 
     # ------------------------------------------------------------------------------------------------ operations
 
+    @_recorded("validate_proposal")
     def validate_proposal(self, program: str, input: str) -> ValidationResult:
         """Static check, then f(input) under seed 0 (gold output) and again under the verify seed."""
         started = time.perf_counter()
@@ -156,6 +180,7 @@ class Executor:
         output = outputs[0] if outputs else None
         return ValidationResult(status=status, output=output, error=error, imports=verdict.imports, ms=_ms(started))
 
+    @_recorded("validate_induction")
     def validate_induction(self, program: str, inputs: Sequence[str]) -> InductionValidationResult:
         """Every input must validate; the first that does not invalidates the proposal (`failed_index`)."""
         started = time.perf_counter()
@@ -173,6 +198,7 @@ class Executor:
         return InductionValidationResult(status=status, outputs=outputs, error=error, failed_index=failed,
                                          ms=_ms(started))
 
+    @_recorded("check_deduction")
     def check_deduction(self, gold_output: str, agent_output: str) -> CheckResult:
         """eval(gold) == eval(answer), both evaluated in the sandbox."""
         started = time.perf_counter()
@@ -181,6 +207,7 @@ class Executor:
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
         return self._check([wire.equal_job(agent_output, gold_output)], started)
 
+    @_recorded("check_abduction")
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
         """f(answer) == eval(gold) in the sandbox; the answer must be plain data."""
         started = time.perf_counter()
@@ -190,6 +217,7 @@ class Executor:
         job = wire.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=True)
         return self._check([job], started)
 
+    @_recorded("check_induction")
     def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
         """The agent's program must map every hidden input to its gold output."""
         started = time.perf_counter()

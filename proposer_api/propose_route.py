@@ -18,6 +18,8 @@ from services.ports import InferenceEngine, InferenceError, SamplingParams, Trip
 from services.rollouts.proposing import ProposeContext, propose
 from services.rollouts.wire import ProposeRequest, ProposeResponse, ReferenceIn
 
+from proposer_api.prometheus_metrics import ProposerMetrics
+
 
 def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -> list[ProposeContext]:
     refs = request.references
@@ -42,8 +44,9 @@ def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -
 
 
 def build_propose_router(engine: InferenceEngine, store: TripletStore, settings: Any,
-                         require_token: Callable[..., Any]) -> APIRouter:
-    """The router holding `POST /v1/propose` (write route: bearer token, as it spends GPU time)."""
+                         require_token: Callable[..., Any], metrics: ProposerMetrics | None = None) -> APIRouter:
+    """The router holding `POST /v1/propose` (write route: bearer token, as it spends GPU time); with `metrics`,
+    each proposal is counted by task type and parse outcome."""
     router = APIRouter()
 
     @router.post("/v1/propose", response_model=ProposeResponse, dependencies=[Depends(require_token)],
@@ -57,6 +60,8 @@ def build_propose_router(engine: InferenceEngine, store: TripletStore, settings:
             proposals = await run_in_threadpool(propose, engine, request.task_type, contexts, sampling, num_inputs)
         except InferenceError as exc:
             raise HTTPException(503, f"inference failed: {exc}") from exc
+        if metrics is not None:
+            metrics.observe(proposals)
         return ProposeResponse(proposals=proposals, weight_version=engine.weight_version())
 
     return router

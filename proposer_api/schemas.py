@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
+from services.ports import RunSummary, StepRecord
 from services.records import InductionTask, Triplet
 
 API_SCHEMA_VERSION = 1
@@ -15,6 +16,9 @@ API_SCHEMA_VERSION = 1
 
 MAX_PAGE = 500
 """Largest page `GET /v1/buffers/{buffer}` returns."""
+
+MAX_SEARCH = 200
+"""Longest text search (`q`) `GET /v1/buffers/{buffer}` accepts."""
 
 SeedSource = Literal["seed", "user"]
 """Sources a submitted seed may claim (values of TripletSource)."""
@@ -87,3 +91,52 @@ class BufferPage(BaseModel):
     limit: int
     offset: int
     entries: list[Union[Triplet, InductionTask]]
+
+
+MAX_STEPS_PAGE = 2000
+"""Most steps `GET /v1/runs/{run_id}/steps` returns at once (the dashboard pages on with `since_step`)."""
+
+MAX_HISTORY_PAGE = 500
+"""Most solve attempts `GET /v1/buffers/{buffer}/{entry_id}/history` returns at once."""
+
+
+class RunList(BaseModel):
+    """`GET /v1/runs`: every run of the run log, the most recently active first."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    runs: list[RunSummary]
+
+
+class StepsPage(BaseModel):
+    """`GET /v1/runs/{run_id}/steps`: metrics lines after `since_step`, in step order."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    run_id: str
+    since_step: int | None
+    steps: list[StepRecord]
+    has_more: bool  # True: more steps follow; ask again with since_step = the last step here
+
+
+class SolveAttempt(BaseModel):
+    """One solver episode of a buffer entry: when, by which policy, and how it went."""
+
+    episode_id: str
+    run_id: str
+    step: int
+    policy_version: int
+    reward: float
+    exec_status: str | None
+    response_tokens: int
+    text: str | None  # the solver's response
+
+
+class EntryHistory(BaseModel):
+    """`GET /v1/buffers/{buffer}/{entry_id}/history`: the solve attempts of one entry, by step."""
+
+    schema_version: int = API_SCHEMA_VERSION
+    buffer: TaskType
+    entry_id: str
+    total: int
+    limit: int
+    offset: int
+    attempts: list[SolveAttempt]

@@ -70,9 +70,11 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
-def install_operational_routes(app: FastAPI, service: str, checks: dict[str, ReadinessCheck], max_body_bytes: int) -> CollectorRegistry:
-    """Add health, readiness, metrics and the body cap to `app`; returns the app's own metrics registry."""
-    registry = CollectorRegistry()
+def install_operational_routes(app: FastAPI, service: str, checks: dict[str, ReadinessCheck], max_body_bytes: int,
+                               registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    """Add health, readiness, metrics and the body cap to `app`; returns the metrics registry `/metrics` serves (a new
+    one unless `registry` is given, e.g. to serve a coordinator's metrics beside the app's own)."""
+    registry = registry if registry is not None else CollectorRegistry()
     requests = Counter("azr_http_requests", "HTTP requests served", ["service", "route", "status"], registry=registry)
     latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route", "status"], registry=registry)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)

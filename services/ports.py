@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import random
 from datetime import datetime
-from typing import Literal, Protocol, Sequence, Union
+from typing import Any, Literal, Protocol, Sequence, Union
 
 from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import CheckResult, InductionValidationResult, ValidationResult
-from services.records import Episode, InductionTask, Triplet, TripletSource
+from services.records import RECORD_SCHEMA_VERSION, Episode, InductionTask, Triplet, TripletSource
 
 
 class CodeExecutor(Protocol):
@@ -66,11 +66,34 @@ class BufferStats(BaseModel):
 BufferEntry = Union[Triplet, InductionTask]
 
 
+class StepRecord(BaseModel):
+    """One step of a run as recorded: its policy version and metrics line (`GET /v1/runs/{run_id}/steps`)."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_id: str
+    step: int
+    policy_version: int
+    metrics: dict[str, Any]
+    recorded_at: datetime
+
+
+class RunSummary(BaseModel):
+    """One run of the run log with how far it got (`GET /v1/runs`)."""
+
+    run_id: str
+    created_at: datetime
+    steps: int  # recorded steps
+    first_step: int | None = None  # None: no step recorded yet
+    last_step: int | None = None
+    last_recorded_at: datetime | None = None
+
+
 class TripletStore(Protocol):
     """The three buffers D_ded, D_abd, D_ind (DESIGN.md §1, §2 items 5-6); SQLAlchemy over PostgreSQL or SQLite.
 
     Every sampling call takes a `random.Random` so a run is reproducible from its seed. Entries are returned
-    as `services.records` models with `id` and `program_hash` filled in.
+    as `services.records` models with `id` and `program_hash` filled in. The last three methods read the run log
+    kept beside the buffers (runs, their steps' metrics lines, solver episodes per entry) for the dashboard.
     """
 
     def initialise(self) -> None:
@@ -86,8 +109,10 @@ class TripletStore(Protocol):
         """One entry by id, or None."""
 
     def list_entries(self, buffer: TaskType, *, limit: int = 50, offset: int = 0, source: TripletSource | None = None,
-                     min_step: int | None = None) -> tuple[list[BufferEntry], int]:
-        """A page of entries, newest first, and the total matching the filters."""
+                     min_step: int | None = None, step: int | None = None,
+                     text: str | None = None) -> tuple[list[BufferEntry], int]:
+        """A page of entries, newest first, and the total matching the filters: `step` exactly, `min_step` or later,
+        `text` a case-insensitive substring of the program, input(s), output(s) or message."""
 
     def sample_references(self, buffer: TaskType, k: int, rng: random.Random) -> list[Triplet]:
         """K distinct triplets of D_ded or D_abd, uniformly without replacement (all of them when fewer than K)."""
@@ -103,6 +128,16 @@ class TripletStore(Protocol):
 
     def count(self, buffer: TaskType) -> int:
         """Entries in one buffer."""
+
+    def list_runs(self) -> list[RunSummary]:
+        """Every run of the run log, the most recently active first."""
+
+    def list_steps(self, run_id: str, *, since_step: int | None = None, limit: int | None = None) -> list[StepRecord]:
+        """A run's recorded steps in step order: those after `since_step` (all when None), at most `limit`."""
+
+    def solve_history(self, buffer: TaskType, entry_id: str, *, limit: int = 100,
+                      offset: int = 0) -> tuple[list[Episode], int]:
+        """Solver episodes of one buffer entry (their `task_id`), by step then id, and how many there are."""
 
 
 # ------------------------------------------------------------------------------------------------ episode queue

@@ -2,7 +2,7 @@
 
 Two profiles share one code path (DESIGN.md §4):
 - `embedded`: one process, SQLite file, in-process queue, process sandbox, local CPU model. Sizes shrink
-  (e.g. B = 4, short responses); the algorithm does not.
+  (e.g. B = 2, short responses); the algorithm does not.
 - `distributed`: Redis, PostgreSQL, SGLang servers, Docker sandbox. The paper's constants (Table 3) are its defaults.
 
 A field set explicitly (keyword or `AZR_<FIELD>` environment variable) always wins over the profile's default.
@@ -29,16 +29,24 @@ def _default_executor_python() -> str:
     return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
+def _default_eval_data() -> Path:
+    """CRUXEval beside the repository (`../shared/data/cruxeval.jsonl`), wherever the process was started from."""
+    return Path(__file__).resolve().parents[2] / "shared" / "data" / "cruxeval.jsonl"
+
+
 PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
     "embedded": {
         "database_url": "sqlite:///runs/azr.sqlite3",
         "queue_backend": "inprocess",
         "executor_backend": "process",
         "inference_backend": "local",
-        "batch_size": 4,
+        "batch_size": 2,  # a default-model step ~25-50 min on 2 CPU cores (README); 4 doubles it
         "max_prompt_tokens": 2048,
         "max_response_tokens": 512,
         "executor_workers": 2,
+        "micro_batch_size": 2,
+        "micro_batch_tokens": 4096,
+        "gradient_checkpointing": True,
     },
     "distributed": {
         "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",
@@ -183,12 +191,41 @@ class Settings(BaseSettings):
     """Most sequences per forward/backward pass; gradients accumulate over micro-batches (bounds memory)."""
     micro_batch_tokens: int = Field(0, ge=0)
     """Also cap a micro-batch at this many padded tokens (rows x longest sequence); 0 = no token cap."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third more
+    compute, activation memory of one layer instead of all. On in the embedded profile, where a 0.5B model's
+    micro-batch of ~2k-token sequences otherwise needs more than a 24 GB machine has."""
     checkpoint_every: int = Field(1, ge=1)
     """Write a checkpoint (and push weights) after every k-th update."""
     keep_checkpoints: int = Field(3, ge=1)
     """Checkpoints kept in the run directory; older ones are deleted after a new one is durable."""
     trainer_bf16: bool = True
     """Run the trainer's forward passes under bf16 autocast on CUDA (fp32 master weights); ignored on CPU."""
+
+    # --- Prometheus metrics of the processes without an HTTP app (the APIs serve /metrics on their own port) ---------
+    run_api_port: int = Field(8001, ge=0, le=65535)
+    """`azr run` only: loopback port of the run's own proposer API (buffers, seeds, `/dashboard`, `/metrics` with the
+    coordinator's and executor's metrics); 0 = off. A busy port is reported and the run goes on without it."""
+    coordinator_metrics_port: int = Field(0, ge=0, le=65535)
+    """Port of `azr coordinator`'s Prometheus endpoint (`/metrics`); 0 = off."""
+    trainer_metrics_port: int = Field(0, ge=0, le=65535)
+    """Port of `azr trainer`'s Prometheus endpoint (`/metrics`); 0 = off."""
+    executor_metrics_port: int = Field(0, ge=0, le=65535)
+    """Port of each `azr worker executor` process's Prometheus endpoint (`/metrics`); 0 = off."""
+    metrics_address: str = "0.0.0.0"
+    """Address those metrics endpoints bind to (all interfaces by default, so Prometheus can reach the pod)."""
+
+    # --- evaluation (paper App. C.2: CRUXEval-O = deduction, CRUXEval-I = abduction; `azr eval cruxeval`) -----------
+    eval_every_steps: int = Field(0, ge=0)
+    """Evaluate CRUXEval-O and -I (greedy, our solver prompts and executor checks) after every k-th self-play step,
+    writing `eval/cruxeval_o`, `eval/cruxeval_i` and their `/count` into that step's metrics line; 0 = off (the
+    default in both profiles: it costs 2 × `eval_limit` greedy generations each time)."""
+    eval_limit: int = Field(200, ge=0)
+    """Rows of `eval_data` per split that the periodic evaluation uses: the first ones of the file, the same every
+    time, so steps compare; 0 = all rows."""
+    eval_data: Path = Field(default_factory=_default_eval_data)
+    """CRUXEval-format JSONL (`code`, `input`, `output`, `id` per line) for the periodic evaluation; read when the
+    coordinator starts (a missing or malformed file stops it there, naming the line)."""
 
     @model_validator(mode="before")
     @classmethod

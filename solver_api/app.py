@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from services.http_ops import ReadinessCheck, bearer_token_guard, executor_check, install_operational_routes
 from services.ports import CodeExecutor, InferenceEngine
 from services.settings import Settings
+from solver_api.prometheus_metrics import SolverMetrics
 from solver_api.solve_route import build_solve_router
 
 
@@ -19,8 +20,9 @@ def create_solver_app(settings: Settings, executor: CodeExecutor | None = None,
     With `engine`, `POST /v1/solve` too (answers are checked only when `executor` is given)."""
     app = FastAPI(title="AZR solver", version="1", summary="Solves proposed tasks and checks the answers.")
     checks: dict[str, ReadinessCheck] = {"executor": executor_check(executor)} if executor is not None else {}
-    install_operational_routes(app, "solver", {**checks, **(extra_checks or {})}, settings.max_request_bytes)
+    registry = install_operational_routes(app, "solver", {**checks, **(extra_checks or {})},
+                                          settings.max_request_bytes)
     if engine is not None:
-        app.include_router(build_solve_router(engine, executor, settings, bearer_token_guard(settings.api_token)),
-                           tags=["self-play"])
+        app.include_router(build_solve_router(engine, executor, settings, bearer_token_guard(settings.api_token),
+                                              SolverMetrics(registry)), tags=["self-play"])
     return app

@@ -15,6 +15,7 @@ from services.ports import CodeExecutor, InferenceEngine, InferenceError, Sampli
 from services.records import Solution
 from services.rollouts.solving import check_solution, solve
 from services.rollouts.wire import SolveRequest, SolveResponse
+from solver_api.prometheus_metrics import SolverMetrics
 
 
 def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, request: SolveRequest,
@@ -31,8 +32,9 @@ def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, req
 
 
 def build_solve_router(engine: InferenceEngine, executor: CodeExecutor | None, settings: Any,
-                       require_token: Callable[..., Any]) -> APIRouter:
-    """The router holding `POST /v1/solve` (bearer token: it spends GPU time)."""
+                       require_token: Callable[..., Any], metrics: SolverMetrics | None = None) -> APIRouter:
+    """The router holding `POST /v1/solve` (bearer token: it spends GPU time); with `metrics`, checked answers are
+    counted by task type and outcome."""
     router = APIRouter()
 
     @router.post("/v1/solve", response_model=SolveResponse, dependencies=[Depends(require_token)],
@@ -45,6 +47,8 @@ def build_solve_router(engine: InferenceEngine, executor: CodeExecutor | None, s
             solutions = await run_in_threadpool(_solve_and_check, engine, executor, request, sampling)
         except InferenceError as exc:
             raise HTTPException(503, f"inference failed: {exc}") from exc
+        if metrics is not None and request.check:
+            metrics.observe_checked(solutions)
         return SolveResponse(solutions=solutions, weight_version=engine.weight_version())
 
     return router

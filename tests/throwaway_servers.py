@@ -21,12 +21,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import pytest
 import redis
 import uvicorn
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-import pytest
+from services.store.private_database import PrivateDatabase  # noqa: F401  (re-exported to the tests)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,30 +139,6 @@ class ThrowawayPostgres:
         result = subprocess.run([*self._as_postgres, *command], capture_output=True, text=True, timeout=120)
         if check and result.returncode != 0:
             raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
-
-
-class PrivateDatabase:
-    """A database of our own on a shared PostgreSQL server: created on enter, dropped on exit."""
-
-    def __init__(self, server_url: str) -> None:
-        self.admin_url = server_url
-        self.name = f"azr_t_{uuid.uuid4().hex[:12]}"
-        self.url = make_url(server_url).set(database=self.name).render_as_string(hide_password=False)
-
-    def __enter__(self) -> str:
-        self._admin(f'CREATE DATABASE "{self.name}"')
-        return self.url
-
-    def __exit__(self, *exc: object) -> None:
-        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-
-    def _admin(self, statement: str) -> None:
-        engine = create_engine(self.admin_url, isolation_level="AUTOCOMMIT")
-        try:
-            with engine.connect() as connection:
-                connection.execute(text(statement))
-        finally:
-            engine.dispose()
 
 
 class LoopbackServer:

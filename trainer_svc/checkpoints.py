@@ -5,6 +5,11 @@ load), `trainer_state.pt` (optimizer state, step, policy version, the torch/CUDA
 the episodes applied since the previous checkpoint) and `settings.json`. It is assembled in a hidden temp directory
 in the same folder, fsynced, then renamed into place, so a directory with a final name is always complete; leftover
 temp directories of a crashed save are ignored by `latest_checkpoint` and removed by the next save.
+
+The FSDP trainer (torchrun) writes the same directory from rank 0, with the full state gathered from every rank:
+``model_state`` (the full weights) and ``optimizer_state`` keyed by parameter name (`optimizer_layout.BY_NAME`, which
+``trainer_state.pt`` records as ``optimizer_layout``), so its checkpoints resume in one process or on any number of
+ranks, and the one-process trainer's checkpoints resume under torchrun.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from trainer_svc.optimizer_layout import BY_INDEX, OptimizerLayout
 
 CHECKPOINTS_DIR = "checkpoints"
 TRAINER_STATE_FILE = "trainer_state.pt"
@@ -43,6 +50,7 @@ class TrainerState:
     rng: dict[str, Any]
     applied_episode_ids: list[str] = field(default_factory=list)
     format_version: int = CHECKPOINT_FORMAT_VERSION
+    optimizer_layout: OptimizerLayout = BY_INDEX  # absent from checkpoints written before the FSDP trainer
 
 
 def checkpoint_name(policy_version: int) -> str:
@@ -108,10 +116,20 @@ def _fsync_tree(directory: Path) -> None:
     _fsync_dir(directory)
 
 
-def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer,
+def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer | None,
                     step: int, policy_version: int, settings_json: dict[str, Any],
-                    applied_episode_ids: list[str] | None = None, keep: int = 3) -> Path:
-    """Write checkpoint ``v{policy_version}`` atomically, then delete all but the newest ``keep``; returns its path."""
+                    applied_episode_ids: list[str] | None = None, keep: int = 3,
+                    model_state: dict[str, torch.Tensor] | None = None,
+                    optimizer_state: dict[str, Any] | None = None,
+                    optimizer_layout: OptimizerLayout = BY_INDEX) -> Path:
+    """Write checkpoint ``v{policy_version}`` atomically, then delete all but the newest ``keep``; returns its path.
+
+    ``model_state`` / ``optimizer_state`` (in ``optimizer_layout``) replace ``model.state_dict()`` /
+    ``optimizer.state_dict()`` when given: the FSDP trainer passes the full state it gathered from the shards."""
+    if optimizer_state is None:
+        if optimizer is None:
+            raise ValueError("save_checkpoint needs the optimizer or its state")
+        optimizer_state = optimizer.state_dict()
     root = checkpoints_root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(policy_version)
@@ -121,11 +139,12 @@ def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimize
         shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX + final.name + "-", dir=root))
     try:
-        model.save_pretrained(staging, safe_serialization=True)
+        model.save_pretrained(staging, safe_serialization=True, state_dict=model_state)
         if tokenizer is not None:
             tokenizer.save_pretrained(staging)
-        state = TrainerState(step=step, policy_version=policy_version, optimizer=optimizer.state_dict(),
-                             rng=capture_rng(), applied_episode_ids=list(applied_episode_ids or []))
+        state = TrainerState(step=step, policy_version=policy_version, optimizer=optimizer_state,
+                             rng=capture_rng(), applied_episode_ids=list(applied_episode_ids or []),
+                             optimizer_layout=optimizer_layout)
         torch.save(state.__dict__, staging / TRAINER_STATE_FILE)
         (staging / SETTINGS_FILE).write_text(json.dumps(settings_json, indent=2, sort_keys=True) + "\n")
         _fsync_tree(staging)
@@ -148,9 +167,12 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
     return doomed
 
 
-def load_trainer_state(checkpoint: Path) -> TrainerState:
-    """The optimizer state, counters, RNG states and applied ids saved with a checkpoint."""
-    raw = torch.load(Path(checkpoint) / TRAINER_STATE_FILE, map_location="cpu", weights_only=False)
+def load_trainer_state(checkpoint: Path, *, mmap: bool = False) -> TrainerState:
+    """The optimizer state, counters, RNG states and applied ids saved with a checkpoint.
+
+    ``mmap``: map the tensors from the file instead of reading them (the FSDP ranks of one node then share one copy
+    of the full optimizer state in the page cache while each keeps its shard)."""
+    raw = torch.load(Path(checkpoint) / TRAINER_STATE_FILE, map_location="cpu", weights_only=False, mmap=mmap)
     if raw.get("format_version") != CHECKPOINT_FORMAT_VERSION:
         raise ValueError(f"{checkpoint}: trainer_state format {raw.get('format_version')!r}, "
                          f"this code reads {CHECKPOINT_FORMAT_VERSION}")

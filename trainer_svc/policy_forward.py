@@ -18,12 +18,40 @@ from trainer_svc.batching import MicroBatch
 
 
 def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:
-    """[b, R, V] logits at the positions predicting each response token (padding rows hold junk; mask them)."""
+    """[b, R, V] logits at the positions predicting each response token (padding rows hold junk; mask them).
+
+    ``model`` is the causal LM, or the `ResponseLogits` module around it that FSDP shards as its root."""
+    if isinstance(model, ResponseLogits):
+        return model(mb.input_ids, mb.attention_mask, mb.response_positions)
+    return _response_logits_of(model, mb.input_ids, mb.attention_mask, mb.response_positions)
+
+
+def _response_logits_of(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        response_positions: torch.Tensor) -> torch.Tensor:
     backbone = model.base_model
-    hidden = backbone(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).last_hidden_state
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     rows = torch.arange(hidden.shape[0], device=hidden.device).unsqueeze(1)
-    picked = hidden[rows, mb.response_positions]  # [b, R, H]
+    picked = hidden[rows, response_positions]  # [b, R, H]
     return model.get_output_embeddings()(picked)
+
+
+class ResponseLogits(nn.Module):
+    """The causal LM as one module whose ``forward`` is `response_logits`.
+
+    Why it exists: `response_logits` calls the backbone and the LM head separately (to skip [L, V] logits), so the
+    LM's own ``forward`` never runs. FSDP gathers a module's parameters around its ``forward``; sharded as the FSDP
+    root, this module's forward is where the root's parameters (embeddings, final norm, LM head; tied or not) are
+    gathered for the whole pass. Parameter names are the LM's with a ``policy.`` prefix.
+    """
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                response_positions: torch.Tensor) -> torch.Tensor:
+        """[b, R, V] logits at ``response_positions`` of each row (see `response_logits`)."""
+        return _response_logits_of(self.policy, input_ids, attention_mask, response_positions)
 
 
 def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool = True, temperature: float = 1.0

@@ -4,6 +4,13 @@ gradient accumulation over micro-batches, grad-norm clip, one AdamW step per PPO
 Behaviour log-probabilities come from the episodes; for an episode without them, the first epoch's log-probs under
 the current weights (detached: the value a no-grad pass with the same weights gives, without a second forward) are
 used, before any optimizer step, so its ratio starts at exactly 1.
+
+Under torchrun (``ranks`` set) the policy is FSDP-sharded (`fsdp_wrap`) and every rank runs ``update`` on the same
+batch: rank 0 announces it (`rank_commands`), the others receive it (`rank_follower`). Each rank trains on its share
+of the micro-batches (`rank_share`) with the same denominator, the token count of the whole batch (every rank holds
+the whole batch, so no count needs exchanging); FSDP sums the gradients across ranks, so the N-rank gradient is the
+one-process gradient, up to float summation order. The clip uses the total norm over all shards, and the report's
+sums are added up across ranks, so every rank reports what one process would.
 """
 
 from __future__ import annotations
@@ -21,8 +28,12 @@ from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
 from services.settings import Settings
 from trainer_svc.batching import MicroBatch, build_micro_batches, group_ids_of, total_response_tokens
+from trainer_svc.distributed_env import RankInfo, all_reduce_floats
+from trainer_svc.fsdp_wrap import grad_norm_value
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
 from trainer_svc.policy_forward import autocast_for, logprobs_and_entropy
+from trainer_svc.rank_commands import UpdateCommand, announce
+from trainer_svc.rank_share import RankShare, rank_share, whole_batch
 from trainer_svc.report import GroupStats, UpdateReport
 
 log = logging.getLogger(__name__)
@@ -44,16 +55,19 @@ class AccumulatedStats:
 
 def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
                          entropy_coef: float, device: torch.device, bf16: bool = True,
-                         temperature: float = 1.0) -> AccumulatedStats:
+                         temperature: float = 1.0, share: RankShare | None = None) -> AccumulatedStats:
     """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
 
     Each micro-batch contributes Σ_tokens ℓ_t / N with N = the response tokens of the whole batch, so the accumulated
     gradient is the gradient of the full-batch token-mean. Fills ``old_logprobs`` in place (in the list) for rows
-    without behaviour logprobs.
+    without behaviour logprobs. ``share``: the micro-batches this rank trains on (default: all) and its idle passes;
+    the sums in the returned stats cover the share only, ``tokens`` is N.
     """
     token_count = total_response_tokens(micro_batches)
     stats = AccumulatedStats(tokens=token_count)
-    for index, cpu_mb in enumerate(micro_batches):
+    share = share or whole_batch(len(micro_batches))
+    for index in share.indices:
+        cpu_mb = micro_batches[index]
         mb = cpu_mb.to(device)
         with autocast_for(device, bf16):
             logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature)
@@ -77,7 +91,27 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
         stats.clip_sum += metrics["clip_fraction"] * n
         stats.kl_sum += metrics["approx_kl"] * n
         stats.ratio_max = max(stats.ratio_max, metrics["ratio_max"])
+    for _ in range(share.idle_passes):
+        idle_pass(model, micro_batches[0], device=device, bf16=bf16, temperature=temperature)
     return stats
+
+
+def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf16: bool, temperature: float) -> None:
+    """A forward and backward whose loss is 0 × a real one: FSDP's collectives run, the gradient gets nothing."""
+    mb = cpu_mb.to(device)
+    with autocast_for(device, bf16):
+        logprobs, _ = logprobs_and_entropy(model, mb, with_entropy=False, temperature=temperature)
+    (logprobs.sum() * 0.0).backward()
+
+
+def reduce_stats(stats: AccumulatedStats, ranks: RankInfo) -> AccumulatedStats:
+    """The sums of every rank's share added up (``ratio_max``: the largest), as one process would have counted."""
+    sums = all_reduce_floats([stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum, stats.clip_sum,
+                              stats.kl_sum], ranks, "sum")
+    (ratio_max,) = all_reduce_floats([stats.ratio_max], ranks, "max")
+    padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum = sums
+    return AccumulatedStats(tokens=stats.tokens, padded_tokens=round(padded), loss=loss, pg_loss=pg_loss,
+                            entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max)
 
 
 def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:
@@ -92,12 +126,19 @@ def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:
 
 
 class PolicyTrainer:
-    """Owns the policy model and its AdamW optimizer; ``update`` applies one batch of episodes."""
+    """Owns the policy model and its AdamW optimizer; ``update`` applies one batch of episodes.
+
+    Under torchrun, ``ranks`` says where this process sits and ``forward_module`` is the FSDP root around the
+    (already sharded) ``model`` (`fsdp_wrap.shard_policy`); in one process both stay None.
+    """
 
     def __init__(self, model: nn.Module, settings: Settings, *, pad_id: int, device: torch.device,
-                 optimizer: torch.optim.Optimizer | None = None, step: int = 0, policy_version: int = 0) -> None:
+                 optimizer: torch.optim.Optimizer | None = None, step: int = 0, policy_version: int = 0,
+                 ranks: RankInfo | None = None, forward_module: nn.Module | None = None) -> None:
         self.model = model.to(device)
         self.model.eval()  # no dropout in RL updates (as veRL); gradients still flow
+        self.forward_module = forward_module if forward_module is not None else self.model
+        self.ranks = ranks
         self.settings = settings
         self.pad_id = pad_id
         self.device = device
@@ -117,23 +158,32 @@ class PolicyTrainer:
                                    micro_batch_tokens=self.settings.micro_batch_tokens)
 
     def update(self, episodes: Sequence[Episode], *, stale_dropped: int = 0) -> UpdateReport:
-        """Train on ``episodes`` (already filtered for staleness): ``ppo_epochs`` AdamW steps; returns the report."""
+        """Train on ``episodes`` (already filtered for staleness): ``ppo_epochs`` AdamW steps; returns the report.
+
+        Under torchrun every rank calls this with the same batch: rank 0 first announces it to the others."""
         if not episodes:
             raise ValueError("update needs at least one episode")
+        if self.ranks is not None and self.ranks.is_main:
+            announce(self.ranks, UpdateCommand(episodes=list(episodes), stale_dropped=stale_dropped))
         s = self.settings
         reset_peak_memory(self.device)
         started = time.perf_counter()
         micro_batches = self.micro_batches(episodes)
+        share = (whole_batch(len(micro_batches)) if self.ranks is None
+                 else rank_share(len(micro_batches), self.ranks.rank, self.ranks.world_size))
         stats = AccumulatedStats()
         grad_norm = 0.0
         for _ in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            stats = accumulate_gradients(self.model, micro_batches, clip_eps=s.clip_eps, entropy_coef=s.entropy_coef,
-                                         device=self.device, bf16=s.trainer_bf16, temperature=s.temperature)
+            stats = accumulate_gradients(self.forward_module, micro_batches, clip_eps=s.clip_eps,
+                                         entropy_coef=s.entropy_coef, device=self.device, bf16=s.trainer_bf16,
+                                         temperature=s.temperature, share=share)
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
-            grad_norm = float(norm)
+            grad_norm = grad_norm_value(norm)
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ranks is not None:
+            stats = reduce_stats(stats, self.ranks)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - started

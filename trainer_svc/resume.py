@@ -1,4 +1,10 @@
-"""Build a PolicyTrainer: fresh from a model directory, or restored from a run's latest checkpoint."""
+"""Build a PolicyTrainer: fresh from a model directory, or restored from a run's latest checkpoint; and save one.
+
+Under torchrun (``ranks`` given) every rank runs these functions: each loads the same weights, shards them with FSDP
+and builds its optimizer over its shards; restoring loads the full optimizer state and keeps the local shard. A
+checkpoint gathers the full weights and optimizer state to rank 0, which alone writes the directory while the other
+ranks wait.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,14 @@ from typing import Any
 import torch
 
 from services.settings import Settings
-from trainer_svc.checkpoints import latest_checkpoint, load_trainer_state, restore_rng, save_checkpoint
+from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
+from trainer_svc.checkpoints import (checkpoint_name, checkpoints_root, latest_checkpoint, load_trainer_state,
+                                     restore_rng, save_checkpoint)
+from trainer_svc.distributed_env import RankInfo, wait_for_all
+from trainer_svc.optimizer_layout import BY_INDEX, BY_NAME, load_optimizer_state
 from trainer_svc.policy_forward import resolve_device
-from trainer_svc.ppo_update import PolicyTrainer, make_optimizer
+from trainer_svc.ppo_update import PolicyTrainer
+from trainer_svc.rank_commands import CheckpointCommand, announce
 
 
 @dataclass
@@ -42,43 +53,77 @@ def pad_id_of(tokenizer: Any) -> int:
     return int(pad)
 
 
-def fresh_trainer(model_dir: Path, settings: Settings) -> LoadedPolicy:
+def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: Settings, ranks: RankInfo | None = None, *,
+                  step: int = 0, policy_version: int = 0) -> PolicyTrainer:
+    """A trainer (with a fresh AdamW) over ``model``: on `settings.device` in one process, FSDP-sharded over the
+    ranks under torchrun."""
+    if ranks is None:
+        if settings.gradient_checkpointing:
+            checkpoint_decoder_layers(model)
+        return PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(settings.device),
+                             step=step, policy_version=policy_version)
+    from trainer_svc.fsdp_wrap import shard_policy
+
+    root = shard_policy(model, ranks, bf16=settings.trainer_bf16)
+    return PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=ranks.device, step=step,
+                         policy_version=policy_version, ranks=ranks, forward_module=root)
+
+
+def fresh_trainer(model_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy:
     """A trainer at step 0, policy version 0, on the base model in ``model_dir``."""
     model, tokenizer = load_model_and_tokenizer(model_dir)
-    trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(settings.device))
+    trainer = build_trainer(model, tokenizer, settings, ranks)
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
 
 
-def restore_trainer(run_dir: Path, settings: Settings) -> LoadedPolicy | None:
+def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy | None:
     """The trainer exactly as the run's latest checkpoint saved it (weights, optimizer, step, version, RNG), or
-    None when the run has no checkpoint yet."""
+    None when the run has no checkpoint yet. Either optimizer layout loads, on one process or any number of ranks."""
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         return None
     model, tokenizer = load_model_and_tokenizer(checkpoint)
-    state = load_trainer_state(checkpoint)
-    device = resolve_device(settings.device)
-    model = model.to(device)
-    optimizer = make_optimizer(model, settings)
-    optimizer.load_state_dict(state.optimizer)
-    trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=device, optimizer=optimizer,
-                            step=state.step, policy_version=state.policy_version)
+    state = load_trainer_state(checkpoint, mmap=ranks is not None)
+    trainer = build_trainer(model, tokenizer, settings, ranks, step=state.step, policy_version=state.policy_version)
+    load_optimizer_state(trainer.model, trainer.optimizer, state.optimizer, state.optimizer_layout,
+                         sharded=ranks is not None)
     restore_rng(state.rng)
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=checkpoint,
                         applied_episode_ids=state.applied_episode_ids, restored=True)
 
 
-def load_or_restore(run_dir: Path, model_dir: Path, settings: Settings) -> LoadedPolicy:
+def load_or_restore(run_dir: Path, model_dir: Path, settings: Settings,
+                    ranks: RankInfo | None = None) -> LoadedPolicy:
     """Resume from the run's latest checkpoint when there is one, else start from the base model."""
-    return restore_trainer(run_dir, settings) or fresh_trainer(model_dir, settings)
+    return restore_trainer(run_dir, settings, ranks) or fresh_trainer(model_dir, settings, ranks)
 
 
 def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: Settings, *, policy_version: int,
                        applied_episode_ids: list[str] | None = None) -> Path:
     """Save the trainer as checkpoint ``policy_version`` (keeping the newest ``settings.keep_checkpoints``); the
-    trainer's policy version becomes ``policy_version``, the version its weights will be served as."""
+    trainer's policy version becomes ``policy_version``, the version its weights will be served as.
+
+    Under torchrun every rank calls this (rank 0 first announces it): all gather, rank 0 writes, all wait for it."""
     trainer = loaded.trainer
     trainer.policy_version = policy_version
-    return save_checkpoint(run_dir, model=trainer.model, tokenizer=loaded.tokenizer, optimizer=trainer.optimizer,
-                           step=trainer.step, policy_version=policy_version, settings_json=settings.resolved(),
-                           applied_episode_ids=applied_episode_ids, keep=settings.keep_checkpoints)
+    ranks = trainer.ranks
+    if ranks is None:
+        return save_checkpoint(run_dir, model=trainer.model, tokenizer=loaded.tokenizer, optimizer=trainer.optimizer,
+                               step=trainer.step, policy_version=policy_version, settings_json=settings.resolved(),
+                               applied_episode_ids=applied_episode_ids, keep=settings.keep_checkpoints,
+                               optimizer_layout=BY_INDEX)
+    from trainer_svc.fsdp_wrap import gather_full_optimizer_state, gather_full_weights
+
+    if ranks.is_main:
+        announce(ranks, CheckpointCommand(policy_version=policy_version,
+                                          applied_episode_ids=list(applied_episode_ids or [])))
+    weights = gather_full_weights(trainer.model)
+    optimizer_state = gather_full_optimizer_state(trainer.model, trainer.optimizer)
+    path = checkpoints_root(run_dir) / checkpoint_name(policy_version)
+    if ranks.is_main:
+        path = save_checkpoint(run_dir, model=trainer.model, tokenizer=loaded.tokenizer, optimizer=None,
+                               step=trainer.step, policy_version=policy_version, settings_json=settings.resolved(),
+                               applied_episode_ids=applied_episode_ids, keep=settings.keep_checkpoints,
+                               model_state=weights, optimizer_state=optimizer_state, optimizer_layout=BY_NAME)
+    wait_for_all(ranks)
+    return path

@@ -27,6 +27,7 @@ from services.records import Episode
 from services.settings import Settings
 from trainer_svc.batch_pool import BatchPool
 from trainer_svc.batching import BatchError, check_episode
+from trainer_svc.prometheus_metrics import TrainerMetrics
 from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy, checkpoint_trainer
 from trainer_svc.staleness import is_stale
@@ -55,7 +56,8 @@ class TrainerService:
 
     def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
                  applied_log: AppliedEpisodeLog, run_dir: Path, engines: Sequence[InferenceEngine] = (),
-                 publish: VersionPublisher | None = None, consumer: str = "trainer", read_count: int = 64) -> None:
+                 publish: VersionPublisher | None = None, consumer: str = "trainer", read_count: int = 64,
+                 metrics: TrainerMetrics | None = None) -> None:
         self.loaded = loaded
         self.trainer = loaded.trainer
         self.settings = settings
@@ -73,6 +75,9 @@ class TrainerService:
         self._uncommitted_deliveries: list[str] = []
         self._stale_since_update = 0
         self._vocab_size = int(getattr(self.trainer.model.config, "vocab_size", 0) or 0)
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.watch(self)
 
     # ------------------------------------------------------------------------------------------------ lifecycle
 
@@ -134,6 +139,8 @@ class TrainerService:
         report = self.trainer.update(batch.episodes, stale_dropped=self._stale_since_update)
         self._stale_since_update = 0
         self.counters.updates += 1
+        if self.metrics is not None:
+            self.metrics.observe_update(report)
         for episode in batch.episodes:
             self._uncommitted[episode.id] = episode
         self._uncommitted_deliveries += batch.delivery_ids

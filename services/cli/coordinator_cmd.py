@@ -10,19 +10,23 @@ import signal
 from typing import Annotated, Any, Optional
 
 import typer
+from prometheus_client import CollectorRegistry
 
 from services.settings import Settings
 
 
-def open_code_executor(settings: Settings) -> Any:
-    """RQ jobs on `executor` workers when the queues are Redis, else an in-process sandbox pool."""
+def open_code_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> Any:
+    """RQ jobs on `executor` workers when the queues are Redis, else an in-process sandbox pool (whose task counts
+    and latencies go into `metrics_registry` when given; RQ workers serve their own)."""
     if settings.queue_backend == "redis":
         from executor_svc.rq_client import RQCodeExecutor
 
         return RQCodeExecutor.from_settings(settings)
     from executor_svc.executor import Executor
+    from executor_svc.prometheus_metrics import ExecutorMetrics
 
-    return Executor.from_settings(settings)
+    metrics = ExecutorMetrics(metrics_registry) if metrics_registry is not None else None
+    return Executor.from_settings(settings, metrics=metrics)
 
 
 def coordinator(
@@ -30,10 +34,14 @@ def coordinator(
     run_id: Annotated[Optional[str], typer.Option(help="Run name (default: AZR_RUN_ID).")] = None,
 ) -> None:
     """Run self-play steps against the proposer/solver APIs, RQ executor workers and the trainer."""
+    from executor_svc.rq_client import RQCodeExecutor
     from services.coordinator.http_rollouts import HttpRollouts
     from services.coordinator.loop import LoopOptions, SelfPlayLoop
+    from services.coordinator.prometheus_metrics import CoordinatorMetrics
     from services.coordinator.step import SelfPlayStep, StepConfig
     from services.coordinator.step_metrics import MetricsLog
+    from services.evaluation.periodic import PeriodicEvaluation
+    from services.metrics_endpoint import serve_metrics
     from services.queues import open_episode_queue, open_policy_version_board
     from services.store import open_store
 
@@ -43,17 +51,26 @@ def coordinator(
     settings.save_resolved()
     store = open_store(settings.database_url, buffer_cap=settings.buffer_cap)
     store.ensure_run(settings.run_id, settings.resolved())
-    executor = open_code_executor(settings)
+    prometheus = CoordinatorMetrics()
+    executor = open_code_executor(settings, prometheus.registry)
+    episodes = open_episode_queue(settings)
+    prometheus.watch_episode_queue(episodes)
+    if isinstance(executor, RQCodeExecutor):
+        prometheus.watch_executor_queue(lambda: executor.queue.count)
+    endpoint = serve_metrics(prometheus.registry, settings.coordinator_metrics_port, settings.metrics_address)
     rollouts = HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value())
     runner = SelfPlayStep(run_id=settings.run_id, store=store, executor=executor, rollouts=rollouts,
-                          episodes=open_episode_queue(settings), config=StepConfig.from_settings(settings),
+                          episodes=episodes, config=StepConfig.from_settings(settings),
                           executor_parallelism=settings.coordinator_executor_parallelism)
     options = LoopOptions(steps=settings.steps, seed=settings.seed,
                           seed_target=settings.batch_size * settings.seed_multiplier,
                           seed_max_rounds=settings.seed_max_rounds, max_staleness=settings.max_staleness)
     loop = SelfPlayLoop(run_id=settings.run_id, step_runner=runner, store=store,
                         metrics=MetricsLog(settings.run_dir / "metrics.jsonl"), options=options,
-                        versions=open_policy_version_board(settings), progress=lambda m: typer.echo(m, err=True))
+                        versions=open_policy_version_board(settings), progress=lambda m: typer.echo(m, err=True),
+                        on_step=prometheus.observe_step,
+                        evaluation=PeriodicEvaluation.from_settings(settings, rollouts, executor,
+                                                                    progress=lambda m: typer.echo(m, err=True)))
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: loop.request_stop())
     try:
@@ -67,6 +84,8 @@ def coordinator(
         if callable(close):
             close()
         store.close()
+        if endpoint is not None:
+            endpoint.close()
 
 
 def import_seed_files(settings: Settings, store: Any, executor: Any) -> None:

@@ -8,6 +8,8 @@ from executor_svc.cli import validate, worker_app
 from services.cli.config_cmd import config_app
 from services.cli.coordinator_cmd import coordinator
 from services.cli.db_cmd import db_app
+from services.cli.eval_cmd import eval_app
+from services.cli.plot_cmd import plot
 from services.cli.run_cmd import run
 from services.cli.seeds_cmd import seeds_app
 from services.cli.serve_cmd import serve_app
@@ -28,3 +30,5 @@ app.add_typer(serve_app, name="serve")
 app.command("trainer")(trainer)
 app.add_typer(db_app, name="db")
 app.add_typer(seeds_app, name="seeds")
+app.add_typer(eval_app, name="eval")
+app.command("plot")(plot)

@@ -46,6 +46,8 @@ def run(
 ) -> None:
     """Run Absolute Zero self-play: propose, validate, solve, reward, update — with a live progress display."""
     from services.coordinator.embedded import EmbeddedRun, embedded_database_url
+    from services.coordinator.prometheus_metrics import CoordinatorMetrics
+    from services.coordinator.run_api import start_run_api
 
     overrides: dict[str, Any] = _resume_overrides(resume) if resume is not None else {}
     given = {"model": model, "steps": steps, "run_id": run_id, "batch_size": batch_size, "profile": profile,
@@ -59,7 +61,16 @@ def run(
     saved = settings.save_resolved()
     say = lambda message: typer.echo(message, err=True)  # noqa: E731
     say(f"run {settings.run_id}: settings saved to {saved}")
-    embedded = EmbeddedRun(settings, progress=say)
+    prometheus = CoordinatorMetrics()
+    embedded = EmbeddedRun(settings, progress=say, prometheus=prometheus)
+    try:
+        api = start_run_api(settings, embedded.store, embedded.executor, prometheus.registry, say)
+    except BaseException:
+        embedded.close()
+        raise
+    if api is not None:
+        say(f"dashboard: {api.url}/dashboard  (buffers {api.url}/v1/buffers, metrics {api.url}/metrics; "
+            f"POST {api.url}/v1/seeds with 'Authorization: Bearer {api.token}')")
     interrupted = {"count": 0}
 
     def on_sigint(*_: object) -> None:
@@ -74,5 +85,7 @@ def run(
         lines = embedded.run()
     finally:
         signal.signal(signal.SIGINT, previous)
+        if api is not None:
+            api.close()
         embedded.close()
     say(f"done: {len(lines)} step(s) this session; metrics in {settings.run_dir / 'metrics.jsonl'}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from services.coordinator.loop import LoopOptions, SelfPlayLoop
+from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.rollout_port import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
@@ -70,8 +71,12 @@ class InProcessTrainer:
 class EmbeddedRun:
     """Everything `azr run` needs, built from settings; `run()` seeds (first time) and runs the steps."""
 
-    def __init__(self, settings: Settings, progress: Callable[[str], None]) -> None:
+    def __init__(self, settings: Settings, progress: Callable[[str], None],
+                 prometheus: CoordinatorMetrics | None = None) -> None:
+        """`prometheus`: record the steps and the executor's tasks there (what `azr run` serves on `/metrics`)."""
         from executor_svc.executor import Executor
+        from executor_svc.prometheus_metrics import ExecutorMetrics
+        from services.evaluation.periodic import PeriodicEvaluation
         from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
         from services.queues import open_applied_episode_log, open_episode_queue, open_policy_version_board
@@ -84,7 +89,8 @@ class EmbeddedRun:
             self.store = open_store(settings.database_url, buffer_cap=settings.buffer_cap, create=True)
             self.closers.append(self.store.close)
             self.store.ensure_run(settings.run_id, settings.resolved())
-            self.executor = Executor.from_settings(settings)
+            self.executor = Executor.from_settings(
+                settings, metrics=ExecutorMetrics(prometheus.registry) if prometheus is not None else None)
             self.closers.append(self.executor.close)
             progress(f"executor ready: {settings.executor_workers} workers, isolation {self.executor.isolation}")
             model_dir = resolve_model(settings.model)
@@ -98,6 +104,8 @@ class EmbeddedRun:
             else:
                 progress(f"model {settings.model} loaded from {served}")
             self.queue = open_episode_queue(settings)
+            if prometheus is not None:
+                prometheus.watch_episode_queue(self.queue)
             self.board = open_policy_version_board(settings)
             self.board.publish(version)
             trainer = InProcessTrainer(loaded=self.loaded, settings=settings, queue=self.queue,
@@ -111,9 +119,11 @@ class EmbeddedRun:
             options = LoopOptions(steps=settings.steps, seed=settings.seed,
                                   seed_target=settings.batch_size * settings.seed_multiplier,
                                   seed_max_rounds=settings.seed_max_rounds, max_staleness=settings.max_staleness)
+            evaluation = PeriodicEvaluation.from_settings(settings, self.step_runner.rollouts, self.executor, progress)
             self.loop = SelfPlayLoop(run_id=settings.run_id, step_runner=self.step_runner, store=self.store,
                                      metrics=MetricsLog(settings.run_dir / "metrics.jsonl"), options=options,
-                                     updater=trainer, progress=progress)
+                                     updater=trainer, progress=progress, evaluation=evaluation,
+                                     on_step=prometheus.observe_step if prometheus is not None else None)
         except BaseException:
             self.close()
             raise

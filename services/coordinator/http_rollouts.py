@@ -13,7 +13,8 @@ from services.algorithm.task_types import TaskType
 from services.ports import SamplingParams
 from services.records import Proposal, SolveTask, Solution
 from services.rollouts.proposing import ProposeContext
-from services.rollouts.wire import ProposeRequest, ProposeResponse, ReferenceIn, SolveRequest, SolveResponse
+from services.rollouts.wire import (MAX_TASKS_PER_REQUEST, ProposeRequest, ProposeResponse, ReferenceIn, SolveRequest,
+                                   SolveResponse)
 
 RETRYABLE_STATUS = {502, 503, 504}
 
@@ -47,12 +48,20 @@ class HttpRollouts:
         return ProposeResponse.model_validate(body).proposals
 
     def solve(self, task_type: TaskType, tasks: Sequence[SolveTask], sampling: SamplingParams) -> list[list[Solution]]:
-        if not tasks:
-            return []
-        request = SolveRequest(task_type=task_type, tasks=list(tasks), n=sampling.n,
-                               sampling=sampling.model_copy(update={"n": 1}), check=False)
-        body = self._post(f"{self.solver_url}/v1/solve", request.model_dump(mode="json"))
-        return SolveResponse.model_validate(body).solutions
+        """`sampling.n` solutions per task; more tasks than one request may carry (an evaluation's rows) go in
+        consecutive requests of at most MAX_TASKS_PER_REQUEST."""
+        groups: list[list[Solution]] = []
+        for start in range(0, len(tasks), MAX_TASKS_PER_REQUEST):
+            chunk = list(tasks[start:start + MAX_TASKS_PER_REQUEST])
+            request = SolveRequest(task_type=task_type, tasks=chunk, n=sampling.n,
+                                   sampling=sampling.model_copy(update={"n": 1}), check=False)
+            body = self._post(f"{self.solver_url}/v1/solve", request.model_dump(mode="json"))
+            solutions = SolveResponse.model_validate(body).solutions
+            if len(solutions) != len(chunk):
+                raise RolloutApiError(f"{self.solver_url}/v1/solve answered {len(solutions)} solution groups for "
+                                      f"{len(chunk)} tasks")
+            groups += solutions
+        return groups
 
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
         failure = ""

@@ -24,6 +24,8 @@ from services.coordinator.step_metrics import MetricsLog
 from services.records import Episode
 
 Progress = Callable[[str], None]
+StepObserver = Callable[[dict[str, Any]], None]
+"""Called with each finished step's metrics line (e.g. CoordinatorMetrics.observe_step for Prometheus)."""
 
 
 class PolicyUpdater(Protocol):
@@ -31,6 +33,16 @@ class PolicyUpdater(Protocol):
 
     def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
         """Returns at least `policy_version` (after the update); may add loss, timings, checkpoint path."""
+
+
+class StepEvaluation(Protocol):
+    """A benchmark run after some steps (services.evaluation.periodic.PeriodicEvaluation: CRUXEval-O/-I)."""
+
+    def due(self, step: int) -> bool:
+        """Whether `step` ends with an evaluation."""
+
+    def evaluate(self, step: int) -> dict[str, Any]:
+        """Evaluate the policy now; the entries join the step's metrics line (`eval/...`, `time/eval`)."""
 
 
 class PolicyVersionSource(Protocol):
@@ -65,12 +77,18 @@ class SelfPlayLoop:
 
     def __init__(self, *, run_id: str, step_runner: SelfPlayStep, store: Any, metrics: MetricsLog,
                  options: LoopOptions, updater: PolicyUpdater | None = None,
-                 versions: PolicyVersionSource | None = None, progress: Progress | None = None) -> None:
+                 versions: PolicyVersionSource | None = None, progress: Progress | None = None,
+                 on_step: StepObserver | None = None, evaluation: StepEvaluation | None = None) -> None:
         if (updater is None) == (versions is None):
             raise ValueError("give exactly one of updater (embedded) or versions (distributed)")
         self.run_id, self.step_runner, self.store, self.metrics = run_id, step_runner, store, metrics
         self.options, self.updater, self.versions = options, updater, versions
         self.say = progress or (lambda _message: None)
+        if hasattr(step_runner, "progress"):
+            step_runner.progress = self.say
+        self.on_step = on_step
+        self.policy_wait_s = 0.0  # how long the last step waited for the trainer's policy version
+        self.evaluation = evaluation  # runs after the step's update, so it measures the policy that step produced
         self.stop_requested = False
         self.policy_version = 0
 
@@ -104,11 +122,15 @@ class SelfPlayLoop:
             if self.stop_requested:
                 self.say(f"stop requested: ending before step {step}")
                 break
+            waited = time.perf_counter()
             self._wait_for_policy(step)
+            self.policy_wait_s = time.perf_counter() - waited
             self.say(f"step {step}: propose → validate → solve (policy v{self.policy_version})")
             result = self.step_runner.run(step, self.policy_version, random.Random(f"{self.options.seed}:{step}"))
             line = self._finish_step(result)
             lines.append(line)
+            if self.on_step is not None:
+                self.on_step(line)
             self.say(summarise(line))
         return lines
 
@@ -136,14 +158,18 @@ class SelfPlayLoop:
 
     def _finish_step(self, result: StepResult) -> dict[str, Any]:
         line = dict(result.metrics)
+        line["time/policy_wait"] = round(self.policy_wait_s, 4)  # outside the step's own timer (distributed only)
         self.store.record_episodes(result.episodes)
         if self.updater is not None:
+            self.say(f"step {result.step}: training on {len(result.episodes)} episodes")
             began = time.perf_counter()
             report = self.updater.update_on(result.episodes, result.step)
             self.policy_version = int(report["policy_version"])
             line.update({f"train/{key}": value for key, value in report.items() if _is_scalar(value)})
             line["time/training"] = round(time.perf_counter() - began, 4)
         line["policy_version_after"] = self.policy_version
+        if self.evaluation is not None and self.evaluation.due(result.step):
+            line.update(self.evaluation.evaluate(result.step))
         self.metrics.append(line)
         self.store.record_step(self.run_id, result.step, self.policy_version, line)
         return line

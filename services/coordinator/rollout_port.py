@@ -1,4 +1,8 @@
-"""How the coordinator reaches the two roles: in-process over an InferenceEngine, or the proposer/solver HTTP APIs."""
+"""How the coordinator reaches the two roles: in-process over an InferenceEngine, or the proposer/solver HTTP APIs.
+
+The periodic CRUXEval evaluation (services/evaluation) runs on the same port, through `solve` with
+`greedy_sampling`, so it reaches the model exactly as self-play's solver does in both profiles.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,11 @@ from services.ports import InferenceEngine, SamplingParams
 from services.records import Proposal, SolveTask, Solution
 from services.rollouts.proposing import ProposeContext, propose
 from services.rollouts.solving import solve
+
+
+def greedy_sampling(max_new_tokens: int) -> SamplingParams:
+    """Greedy decoding (temperature 0, one answer per task) for evaluation; rollouts never use it (DESIGN.md §2.7)."""
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0, top_k=-1, n=1)
 
 
 class Rollouts(Protocol):

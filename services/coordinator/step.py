@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.prompts import ReferenceTriplet
@@ -147,6 +147,7 @@ class SelfPlayStep:
         self.episodes, self.config = episodes, config
         self.pool = ThreadPoolExecutor(max_workers=executor_parallelism, thread_name_prefix="azr-coordinator")
         self.answers = AnswerHistory()  # answer diversity (App. C.4) over this process's past valid tasks
+        self.progress: Callable[[str], None] = lambda _message: None  # the loop sets its progress display here
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
@@ -165,6 +166,10 @@ class SelfPlayStep:
         for t in TaskType:
             verdicts[t], valid[t], new_ids[t] = round_.store_valid(pending[t][1])
         complexity = {t: self._measure_tasks(t, verdicts[t], pending[t][2]) for t in TaskType}
+        self.progress(f"step {step}: valid proposals " + ", ".join(f"{t.value} {len(valid[t])}/{len(verdicts[t])}"
+                                                                   for t in TaskType)
+                      + f"; learnability: {self.config.learnability_samples} solver samples each, then the solve "
+                        f"batches")
 
         learn_sampling = self.config.sampling(n=self.config.learnability_samples, seed=rng.getrandbits(31))
         learn_checks = {t: self._solve_and_check(t, [solve_task_from_entry(e) for e in valid[t]], learn_sampling,

@@ -1,13 +1,16 @@
-"""Conversions between `services.records` buffer entries and `buffer_entries` rows."""
+"""Conversions between `services.records` buffer entries and `buffer_entries` rows, and the rows' text search."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from sqlalchemy import ColumnElement, Text, cast, func, or_
+
 from services.algorithm.program_identity import program_and_entry_keys
 from services.algorithm.task_types import TaskType
 from services.records import InductionTask, Triplet, TripletSource
+from services.store.schema import buffer_entries
 
 BufferEntry = Triplet | InductionTask
 
@@ -84,6 +87,21 @@ def entry_from_row(row: Mapping[str, Any]) -> BufferEntry:
         return InductionTask(inputs=list(row["inputs"]), outputs=list(row["outputs"]), message=row["message"] or "",
                              **common)
     return Triplet(buffer=TaskType(row["buffer"]), input=row["input"], output=row["output"], **common)
+
+
+SEARCHED_COLUMNS = ("program", "input", "output", "message")
+"""Text columns a buffer search looks in (plus induction inputs/outputs as their stored JSON text)."""
+
+
+def text_matches(text: str) -> ColumnElement[bool]:
+    """A condition: `text` occurs in an entry's program, input(s), output(s) or message, ignoring case.
+
+    LIKE wildcards in `text` match themselves (autoescape). Both sides are lowered in SQL so PostgreSQL (whose LIKE
+    is case-sensitive) and SQLite agree; NULL columns (e.g. `input` of induction rows) simply do not match."""
+    needle = text.lower()
+    columns = [buffer_entries.c[name] for name in SEARCHED_COLUMNS]
+    columns += [cast(buffer_entries.c.inputs, Text), cast(buffer_entries.c.outputs, Text)]
+    return or_(*(func.lower(column).contains(needle, autoescape=True) for column in columns))
 
 
 def parse_entry_id(entry_id: str) -> int | None:

@@ -5,27 +5,29 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel
 from sqlalchemy import Engine, func, select
 
 from services.algorithm.task_types import Role, TaskType
-from services.records import RECORD_SCHEMA_VERSION, Episode
+from services.ports import RunSummary, StepRecord
+from services.records import Episode
 from services.store.entry_rows import as_utc
-from services.store.schema import episodes, runs, steps
+from services.store.schema import TASK_ID_LENGTH, episodes, runs, steps
 
 MAX_EPISODE_PAGE = 1000
-"""Largest page `list_episodes` returns."""
+"""Largest page `list_episodes` and `solve_history` return."""
+
+__all__ = ["MAX_EPISODE_PAGE", "RunLog", "RunSummary", "StepRecord"]
 
 
-class StepRecord(BaseModel):
-    """One step of a run as recorded: its policy version and metrics."""
+def _indexed_task_id(episode: Episode) -> str | None:
+    """The `task_id` column value: the episode's task id unless too long to be a buffer entry id."""
+    task_id = episode.task_id
+    return task_id if task_id is not None and len(task_id) <= TASK_ID_LENGTH else None
 
-    schema_version: int = RECORD_SCHEMA_VERSION
-    run_id: str
-    step: int
-    policy_version: int
-    metrics: dict[str, Any]
-    recorded_at: datetime
+
+def _check_page(limit: int, offset: int) -> None:
+    if not 0 <= limit <= MAX_EPISODE_PAGE or offset < 0:
+        raise ValueError(f"limit must be in 0..{MAX_EPISODE_PAGE} and offset >= 0 (got {limit}, {offset})")
 
 
 def _now() -> datetime:
@@ -65,12 +67,37 @@ class RunLog:
             self._ensure_runs(connection, [run_id])
             connection.execute(statement)
 
-    def list_steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in step order."""
+    def list_steps(self, run_id: str, *, since_step: int | None = None, limit: int | None = None) -> list[StepRecord]:
+        """A run's recorded steps in step order: those after `since_step` (all when None), at most `limit`."""
+        statement = select(steps).where(steps.c.run_id == run_id).order_by(steps.c.step)
+        if since_step is not None:
+            statement = statement.where(steps.c.step > since_step)
+        if limit is not None:
+            if limit < 0:
+                raise ValueError(f"limit must be >= 0, got {limit}")
+            statement = statement.limit(limit)
         with self._reader.connect() as connection:
-            rows = connection.execute(select(steps).where(steps.c.run_id == run_id).order_by(steps.c.step)).mappings()
+            rows = connection.execute(statement).mappings()
             return [StepRecord(run_id=row["run_id"], step=row["step"], policy_version=row["policy_version"],
                                metrics=row["metrics"], recorded_at=as_utc(row["recorded_at"])) for row in rows]
+
+    def list_runs(self) -> list[RunSummary]:
+        """Every run with its step count, first/last step and last record time; the most recently active first."""
+        progress = (select(steps.c.run_id, func.count().label("steps"), func.min(steps.c.step).label("first_step"),
+                           func.max(steps.c.step).label("last_step"),
+                           func.max(steps.c.recorded_at).label("last_recorded_at"))
+                    .group_by(steps.c.run_id).subquery())
+        statement = (select(runs.c.run_id, runs.c.created_at, progress.c.steps, progress.c.first_step,
+                            progress.c.last_step, progress.c.last_recorded_at)
+                     .select_from(runs.outerjoin(progress, progress.c.run_id == runs.c.run_id))
+                     .order_by(func.coalesce(progress.c.last_recorded_at, runs.c.created_at).desc(),
+                               runs.c.run_id.desc()))
+        with self._reader.connect() as connection:
+            rows = connection.execute(statement).mappings().all()
+        return [RunSummary(run_id=row["run_id"], created_at=as_utc(row["created_at"]), steps=row["steps"] or 0,
+                           first_step=row["first_step"], last_step=row["last_step"],
+                           last_recorded_at=as_utc(row["last_recorded_at"]) if row["last_recorded_at"] else None)
+                for row in rows]
 
     def record_episodes(self, batch: Sequence[Episode]) -> int:
         """Insert episodes whose id is not stored yet; returns how many were new."""
@@ -80,7 +107,7 @@ class RunLog:
         rows = [{"id": episode.id, "run_id": episode.run_id, "step": episode.step,
                  "task_type": episode.task_type.value, "role": episode.role.value,
                  "policy_version": episode.policy_version, "reward": episode.reward,
-                 "payload": episode.model_dump(mode="json"), "created_at": _now()} for episode in unique]
+                 "task_id": _indexed_task_id(episode), "payload": episode.model_dump(mode="json"), "created_at": _now()} for episode in unique]
         statement = self._insert(episodes).on_conflict_do_nothing(index_elements=["id"]).returning(episodes.c.id)
         with self._writer.begin() as connection:
             self._ensure_runs(connection, [episode.run_id for episode in unique])
@@ -89,8 +116,7 @@ class RunLog:
     def list_episodes(self, run_id: str, *, step: int | None = None, task_type: TaskType | None = None,
                       role: Role | str | None = None, limit: int = 50, offset: int = 0) -> tuple[list[Episode], int]:
         """A page of a run's episodes, ordered by step then id, and the total matching the filters."""
-        if not 0 <= limit <= MAX_EPISODE_PAGE or offset < 0:
-            raise ValueError(f"limit must be in 0..{MAX_EPISODE_PAGE} and offset >= 0 (got {limit}, {offset})")
+        _check_page(limit, offset)
         conditions = [episodes.c.run_id == run_id]
         if step is not None:
             conditions.append(episodes.c.step == step)
@@ -98,8 +124,20 @@ class RunLog:
             conditions.append(episodes.c.task_type == TaskType(task_type).value)
         if role is not None:
             conditions.append(episodes.c.role == Role(role).value)
+        return self._episode_page(conditions, limit, offset)
+
+    def solve_history(self, buffer: TaskType, entry_id: str, *, limit: int = 100,
+                      offset: int = 0) -> tuple[list[Episode], int]:
+        """Solver episodes of every run whose task was this buffer entry, by step then id, and how many there are."""
+        _check_page(limit, offset)
+        conditions = [episodes.c.task_id == str(entry_id), episodes.c.task_type == TaskType(buffer).value,
+                      episodes.c.role == Role.SOLVE.value]
+        return self._episode_page(conditions, limit, offset)
+
+    def _episode_page(self, conditions: list[Any], limit: int, offset: int) -> tuple[list[Episode], int]:
         with self._reader.connect() as connection:
             total = connection.execute(select(func.count()).select_from(episodes).where(*conditions)).scalar_one()
-            payloads = connection.execute(select(episodes.c.payload).where(*conditions)
-                                          .order_by(episodes.c.step, episodes.c.id).limit(limit).offset(offset)).scalars()
+            page = (select(episodes.c.payload).where(*conditions)
+                    .order_by(episodes.c.step, episodes.c.id).limit(limit).offset(offset))
+            payloads = connection.execute(page).scalars()
             return [Episode.model_validate(payload) for payload in payloads], total

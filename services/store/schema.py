@@ -8,7 +8,8 @@
   so that uniform sampling picks random slots instead of reading the table.
 - `buffer_sizes`: one row per buffer with its entry count; writers lock it (SELECT ... FOR UPDATE on PostgreSQL,
   BEGIN IMMEDIATE on SQLite), which serialises inserts and evictions of one buffer and keeps `slot` dense.
-- `runs`, `steps`, `episodes`: what a run did, for inspection and the dashboard.
+- `runs`, `steps`, `episodes`: what a run did, for inspection and the dashboard. `episodes.task_id` (indexed) is the
+  buffer entry an episode solved or proposed, copied out of the payload so an entry's solve history is one lookup.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ NAMING_CONVENTION = {
 }
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+TASK_ID_LENGTH = 64
+"""Longest `episodes.task_id` kept in its column (buffer entry ids are at most 18 digits); a longer one stays in the
+payload only, so an odd id can never fail an insert."""
 
 ENTRY_ID = BigInteger().with_variant(Integer(), "sqlite")
 """SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT identity."""
@@ -110,5 +115,7 @@ episodes = Table(
     Column("reward", Float, nullable=False),
     Column("payload", JSON, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("task_id", String(TASK_ID_LENGTH), nullable=True),
     Index("ix_episodes_run_id_step", "run_id", "step"),
+    Index("ix_episodes_task_id", "task_id"),
 )

@@ -25,8 +25,16 @@ from services.algorithm.task_types import (
 from services.ports import BufferStats, InsertOutcome
 from services.records import Episode, InductionTask, Triplet, TripletSource
 from services.store.engine import WRITE_OPTION, retry_on_disconnect
-from services.store.entry_rows import BufferEntry, as_utc, entry_from_row, induction_row, parse_entry_id, triplet_row
-from services.store.run_log import RunLog, StepRecord
+from services.store.entry_rows import (
+    BufferEntry,
+    as_utc,
+    entry_from_row,
+    induction_row,
+    parse_entry_id,
+    text_matches,
+    triplet_row,
+)
+from services.store.run_log import RunLog, RunSummary, StepRecord
 from services.store.schema import buffer_entries
 from services.store.slot_reader import DRAW_ATTEMPTS, SlotReader, SlotsMoved
 from services.store.slot_sampling import distinct_slots, fill_slots
@@ -137,8 +145,11 @@ class SqlTripletStore:
 
     @retry_on_disconnect
     def list_entries(self, buffer: TaskType, *, limit: int = 50, offset: int = 0, source: TripletSource | None = None,
-                     min_step: int | None = None) -> tuple[list[BufferEntry], int]:
-        """A page of entries, newest first, and the total matching the filters (limit 0..MAX_PAGE, offset >= 0)."""
+                     min_step: int | None = None, step: int | None = None,
+                     text: str | None = None) -> tuple[list[BufferEntry], int]:
+        """A page of entries, newest first, and the total matching the filters (limit 0..MAX_PAGE, offset >= 0):
+        `source`, `step` exactly, `min_step` or later, `text` a case-insensitive substring of the program,
+        input(s), output(s) or message (induction inputs/outputs are searched in their stored JSON form)."""
         if not 0 <= limit <= MAX_PAGE or offset < 0:
             raise ValueError(f"limit must be in 0..{MAX_PAGE} and offset >= 0 (got limit={limit}, offset={offset})")
         conditions = [buffer_entries.c.buffer == TaskType(buffer).value]
@@ -146,6 +157,10 @@ class SqlTripletStore:
             conditions.append(buffer_entries.c.source == TripletSource(source).value)
         if min_step is not None:
             conditions.append(buffer_entries.c.step >= min_step)
+        if step is not None:
+            conditions.append(buffer_entries.c.step == step)
+        if text:
+            conditions.append(text_matches(text))
         with self._reader.connect() as connection:
             total = connection.execute(select(func.count()).select_from(buffer_entries).where(*conditions)).scalar_one()
             rows = connection.execute(select(buffer_entries).where(*conditions)
@@ -253,9 +268,20 @@ class SqlTripletStore:
         self.runs.record_step(run_id, step, policy_version, metrics)
 
     @retry_on_disconnect
-    def list_steps(self, run_id: str) -> list[StepRecord]:
-        """Every recorded step of a run, in step order."""
-        return self.runs.list_steps(run_id)
+    def list_steps(self, run_id: str, *, since_step: int | None = None, limit: int | None = None) -> list[StepRecord]:
+        """A run's recorded steps in step order: those after `since_step` (all when None), at most `limit`."""
+        return self.runs.list_steps(run_id, since_step=since_step, limit=limit)
+
+    @retry_on_disconnect
+    def list_runs(self) -> list[RunSummary]:
+        """Every run with its step count and last step, the most recently active first."""
+        return self.runs.list_runs()
+
+    @retry_on_disconnect
+    def solve_history(self, buffer: TaskType, entry_id: str, *, limit: int = 100,
+                      offset: int = 0) -> tuple[list[Episode], int]:
+        """Solver episodes (of any run) whose task was this buffer entry, by step then id, and how many there are."""
+        return self.runs.solve_history(buffer, entry_id, limit=limit, offset=offset)
 
     @retry_on_disconnect
     def record_episodes(self, episodes: Sequence[Episode]) -> int:

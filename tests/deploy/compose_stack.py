@@ -65,7 +65,8 @@ class ComposeStack:
         self.project = f"azrtest{uuid.uuid4().hex[:8]}"
         self.log_path = log_dir / f"{self.project}.log"
         self.token = secrets.token_urlsafe(24)
-        self.ports = {name: free_port() for name in ("proposer", "solver", "propose", "solve", "redis", "postgres")}
+        self.ports = {name: free_port() for name in ("proposer", "solver", "propose", "solve", "redis", "postgres",
+                                                     "coordinator_metrics", "trainer_metrics")}
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
@@ -80,6 +81,8 @@ class ComposeStack:
             "AZR_INFERENCE_SOLVE_HOST_PORT": str(self.ports["solve"]),
             "AZR_REDIS_HOST_PORT": str(self.ports["redis"]),
             "AZR_POSTGRES_HOST_PORT": str(self.ports["postgres"]),
+            "AZR_COORDINATOR_METRICS_HOST_PORT": str(self.ports["coordinator_metrics"]),
+            "AZR_TRAINER_METRICS_HOST_PORT": str(self.ports["trainer_metrics"]),
             **STORE_IMAGES,
             **SMALL_SIZES,
         }

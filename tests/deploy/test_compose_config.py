@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PROFILES, REQUIRED_COMPOSE_ENV, active_services, run_compose_config
+from deploy_tools import PROFILES, REQUIRED_COMPOSE_ENV, active_services, run_compose_config
 
 INFERENCE_NAMES = ("sglang-propose", "sglang-solve")
 APP_SERVICES = {"migrate", "proposer-api", "solver-api", "executor", "coordinator"}
@@ -136,3 +136,44 @@ def test_api_token_reaches_every_service_that_serves_or_calls_the_apis(compose_c
     for name in ("proposer-api", "solver-api", "coordinator"):
         assert services[name]["environment"]["AZR_API_TOKEN"] == REQUIRED_COMPOSE_ENV["AZR_API_TOKEN"], name
         assert services[name]["environment"]["AZR_PROFILE"] == "distributed", name
+
+
+def container_ports(service: dict[str, Any]) -> set[int]:
+    """Container ports a service publishes; compose v2 prints dicts (`target`), v1 `host_ip:host:container/proto`."""
+    ports = set()
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            ports.add(int(port["target"]))
+        else:
+            ports.add(int(str(port).split(":")[-1].split("/")[0]))
+    return ports
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_metrics_endpoints_listen_where_they_are_published(compose_configs: dict[str, Any], profile: str) -> None:
+    """The coordinator and trainer publish (loopback) the port their metrics setting names; executor workers, which
+    scale, expose theirs on the project network only."""
+    services = active_services(compose_configs[profile], profile)
+    trainer = next(s for s in services.values() if s.get("command") == ["trainer"])
+    for role, service in (("COORDINATOR", services["coordinator"]), ("TRAINER", trainer)):
+        port = int(service["environment"][f"AZR_{role}_METRICS_PORT"])
+        assert port > 0 and port in container_ports(service), f"{role}: metrics port {port} is not published"
+    executor = services["executor"]
+    port = int(executor["environment"]["AZR_EXECUTOR_METRICS_PORT"])
+    assert port > 0 and str(port) in [str(p) for p in executor.get("expose", [])]
+
+
+@pytest.mark.parametrize(("extra_env", "ranks", "gpus"), [
+    ({}, "1", "0"), ({"AZR_TRAINER_GPUS": "2", "AZR_GPU_TRAINER": "2,3"}, "2", "2,3")])
+def test_gpu_trainer_is_torchrun_with_one_rank_per_listed_gpu(compose: list[str], extra_env: dict[str, str],
+                                                              ranks: str, gpus: str) -> None:
+    import yaml
+
+    result = run_compose_config(compose, "gpu", {**REQUIRED_COMPOSE_ENV, **extra_env})
+    assert result.returncode == 0, result.stderr
+    trainer = yaml.safe_load(result.stdout)["services"]["trainer"]
+    assert trainer["entrypoint"] == ["torchrun", "--standalone", f"--nproc_per_node={ranks}", "-m", "services"]
+    assert trainer["command"] == ["trainer"]
+    assert trainer["environment"]["CUDA_VISIBLE_DEVICES"] == gpus
+    assert [str(d.get("count")) for d in gpu_reservation(trainer)] == ["all"]  # compose 1.29 takes no interpolated int
+    assert trainer["ipc"] == "host"

@@ -17,11 +17,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import OVERLAYS, objects_of
+from deploy_tools import OVERLAYS, objects_of
 from throwaway_servers import REPO_ROOT
 
 KUBERNETES_VERSION = "1.30"
-CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "ServiceMonitor")}
+CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "ServiceMonitor"),
+             ("monitoring.coreos.com/v1", "PodMonitor")}
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Job")
 
 
@@ -67,7 +68,8 @@ def test_schema_check_rejects_a_broken_object(rendered_overlays: dict[str, Any])
 def test_overlay_runs_every_role(rendered_overlays: dict[str, Any], overlay: str) -> None:
     objects = rendered_overlays[overlay]
     deployments, statefulsets = objects_of(objects, "Deployment"), objects_of(objects, "StatefulSet")
-    assert {"proposer-api", "solver-api", "executor", "coordinator", "trainer"} <= set(deployments)
+    assert {"proposer-api", "solver-api", "executor", "coordinator"} <= set(deployments)
+    assert "trainer" in deployments or "trainer" in statefulsets  # gpu-multinode: a torchrun StatefulSet
     assert {"redis", "postgres", "sglang-propose", "sglang-solve"} <= set(statefulsets)
     assert pod_spec(objects_of(objects, "Job")["azr-migrate"])["containers"][0]["args"] == ["db", "upgrade"]
     services = objects_of(objects, "Service")
@@ -125,7 +127,11 @@ def test_executor_pods_reach_only_redis(rendered_overlays: dict[str, Any], overl
                 and p["spec"]["podSelector"].get("matchLabels")]
     assert len(policies) == 1
     spec = policies[0]["spec"]
-    assert set(spec["policyTypes"]) == {"Ingress", "Egress"} and spec["ingress"] == []
+    assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
+    # The only way in is a Prometheus scrape of the worker's own metrics port.
+    metrics_port = int(objects_of(objects, "Deployment")["executor"]["spec"]["template"]["metadata"]["annotations"]
+                       ["prometheus.io/port"])
+    assert [rule["ports"] for rule in spec["ingress"]] == [[{"protocol": "TCP", "port": metrics_port}]]
     redis_labels = objects_of(objects, "StatefulSet")["redis"]["spec"]["template"]["metadata"]["labels"]
     for rule in spec["egress"]:
         ports = {(p["protocol"], p["port"]) for p in rule["ports"]}
@@ -182,3 +188,121 @@ def test_cpu_dev_runs_without_gpus(rendered_overlays: dict[str, Any]) -> None:
                 assert not container["image"].startswith("lmsysorg/")
     settings = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("azr-settings"))
     assert settings["data"]["AZR_MODEL"] == "tiny" and settings["data"]["AZR_DEVICE"] == "cpu"
+
+
+SCRAPED_ROLES = {"api", "coordinator", "trainer", "executor"}
+"""Pod roles (label azr.io/role) that serve Prometheus metrics."""
+
+
+def container_env(objects: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str]:
+    """The environment a container sees: its ConfigMaps (envFrom), then its own `env` values on top."""
+    config_maps = objects_of(objects, "ConfigMap")
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(config_maps[source["configMapRef"]["name"]]["data"])
+    env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    return env
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_metrics_pod_is_scraped_on_a_port_its_container_serves(rendered_overlays: dict[str, Any],
+                                                                     overlay: str) -> None:
+    objects = rendered_overlays[overlay]
+    scraped = set()
+    for kind in WORKLOAD_KINDS:
+        for name, workload in objects_of(objects, kind).items():
+            template = workload["spec"]["template"]
+            role = template["metadata"].get("labels", {}).get("azr.io/role")
+            if role not in SCRAPED_ROLES:
+                continue
+            annotations = template["metadata"].get("annotations", {})
+            assert annotations.get("prometheus.io/scrape") == "true", f"{overlay} {name}: no scrape annotation"
+            assert annotations.get("prometheus.io/path") == "/metrics", f"{overlay} {name}"
+            port = int(annotations["prometheus.io/port"])
+            serving = [c for c in template["spec"]["containers"]
+                       if port in {p["containerPort"] for p in c.get("ports", [])}]
+            assert serving, f"{overlay} {name}: annotation port {port} is no container port"
+            if role != "api":  # the process listens where its setting says: the same port
+                setting = f"AZR_{role.upper()}_METRICS_PORT"
+                assert container_env(objects, serving[0]).get(setting) == str(port), f"{overlay} {name}: {setting}"
+            scraped.add(name)
+    assert {"proposer-api", "solver-api", "coordinator", "trainer", "executor"} <= scraped
+
+
+def test_pod_monitor_selects_the_pods_without_a_service(rendered_overlays: dict[str, Any]) -> None:
+    objects = rendered_overlays["gpu"]
+    monitor = objects_of(objects, "PodMonitor")["azr-workers"]
+    (expression,) = monitor["spec"]["selector"]["matchExpressions"]
+    assert expression["key"] == "azr.io/role" and expression["operator"] == "In"
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    selected = {name: workload for name, workload in objects_of(objects, "Deployment").items()
+                if workload["spec"]["template"]["metadata"]["labels"].get("azr.io/role") in expression["values"]}
+    assert {"coordinator", "trainer", "executor"} <= set(selected)
+    for name, workload in selected.items():
+        ports = [p for c in pod_spec(workload)["containers"] for p in c.get("ports", [])]
+        assert any(p.get("name") == endpoint["port"] for p in ports), f"{name} has no port named {endpoint['port']}"
+    assert not objects_of(rendered_overlays["cpu-dev"], "PodMonitor"), "cpu-dev must not need the operator"
+
+
+def multinode_trainer(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The torchrun trainer StatefulSet of a rendered gpu-multinode overlay, and its `trainer-layout` ConfigMap data."""
+    layout = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("trainer-layout"))
+    return objects_of(objects, "StatefulSet")["trainer"], layout["data"]
+
+
+def assert_torchrun_trainer(objects: list[dict[str, Any]], nodes: int, gpus: int) -> None:
+    """The StatefulSet runs torchrun over `nodes` pods x `gpus` GPUs, every number from the one layout ConfigMap."""
+    statefulset, layout = multinode_trainer(objects)
+    assert (int(layout["TRAINER_NODES"]), int(layout["TRAINER_GPUS_PER_NODE"])) == (nodes, gpus)
+    assert statefulset["spec"]["replicas"] == nodes
+    container = pod_spec(statefulset)["containers"][0]
+    assert container["resources"]["requests"]["nvidia.com/gpu"] == gpus
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == gpus
+    env = {e["name"]: e for e in container["env"]}
+    for variable in ("TRAINER_NODES", "TRAINER_GPUS_PER_NODE"):  # what $(VAR) in the args expands to
+        ref = env[variable]["valueFrom"]["configMapKeyRef"]
+        assert ref["name"].startswith("trainer-layout") and ref["key"] == variable
+
+
+def test_gpu_multinode_trainer_is_torchrun_fsdp_over_a_statefulset(rendered_overlays: dict[str, Any]) -> None:
+    objects = rendered_overlays["gpu-multinode"]
+    assert "trainer" not in objects_of(objects, "Deployment"), "the one-GPU trainer must be replaced, not doubled"
+    statefulset, _ = multinode_trainer(objects)
+    assert_torchrun_trainer(objects, nodes=2, gpus=8)
+    spec = statefulset["spec"]
+    assert spec["podManagementPolicy"] == "Parallel", "the rendezvous needs every pod at once"
+    container = pod_spec(statefulset)["containers"][0]
+    assert container["command"] == ["torchrun"]
+    args = container["args"]
+    assert args[-3:] == ["-m", "services", "trainer"]
+    flags = dict(arg.split("=", 1) for arg in args if arg.startswith("--"))
+    assert flags["--nnodes"] == "$(TRAINER_NODES)" and flags["--nproc_per_node"] == "$(TRAINER_GPUS_PER_NODE)"
+    assert flags["--rdzv_backend"] == "c10d"
+    host, _, port = flags["--rdzv_endpoint"].rpartition(":")
+    assert host == f"trainer-0.{spec['serviceName']}" and int(port) in {p["containerPort"] for p in container["ports"]}
+    headless = objects_of(objects, "Service")[spec["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    assert headless["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert int(port) in {p["port"] for p in headless["spec"]["ports"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod_spec(statefulset)["volumes"]}
+    assert claims[mounts["/var/lib/azr/runs"]] == "azr-state", "every rank must see the shared checkpoints"
+    assert {e["name"]: e.get("value") for e in container["env"]}["AZR_DEVICE"] == "cuda"
+
+
+def test_trainer_layout_is_set_in_one_place(rendered_overlays: dict[str, Any], k8s_tree: Path,
+                                            kustomize: list[str]) -> None:
+    """Editing the overlay's two layout values moves replicas, GPU requests and torchrun's arguments together."""
+    import subprocess
+
+    source = (k8s_tree / "overlays" / "gpu-multinode" / "kustomization.yaml").read_text()
+    assert "TRAINER_NODES=2" in source and "TRAINER_GPUS_PER_NODE=8" in source
+    variant = k8s_tree / "overlays" / "gpu-multinode-variant"
+    variant.mkdir(exist_ok=True)
+    (variant / "kustomization.yaml").write_text(
+        source.replace("TRAINER_NODES=2", "TRAINER_NODES=3")
+        .replace("TRAINER_GPUS_PER_NODE=8", "TRAINER_GPUS_PER_NODE=4"))
+    result = subprocess.run([*kustomize, str(variant)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert_torchrun_trainer([d for d in yaml.safe_load_all(result.stdout) if d], nodes=3, gpus=4)

@@ -44,7 +44,7 @@ def test_distributed_defaults_are_the_paper_constants() -> None:
 
 def test_embedded_shrinks_sizes_only() -> None:
     embedded, distributed = Settings(profile="embedded"), Settings(profile="distributed")
-    assert embedded.batch_size == 4 and embedded.database_url.startswith("sqlite:///")
+    assert embedded.batch_size == 2 and embedded.database_url.startswith("sqlite:///")
     assert (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend) == ("inprocess", "process", "local")
     algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_eps", "determinism_runs"]
     assert [getattr(embedded, k) for k in algorithm] == [getattr(distributed, k) for k in algorithm]
@@ -95,7 +95,7 @@ def test_resolved_masks_secrets_and_is_saved(tmp_path: Path) -> None:
     assert "s3cret-token" not in text and "hunter2" not in text
     saved = json.loads(text)
     assert saved["database_url"] == "postgresql+psycopg://azr:***@db:5432/azr"
-    assert saved["batch_size"] == 4 and set(saved) == set(Settings.model_fields)
+    assert saved["batch_size"] == 2 and set(saved) == set(Settings.model_fields)
     assert Settings().resolved()["api_token"] != DEFAULT_API_TOKEN
 
 

@@ -60,7 +60,7 @@ def test_db_upgrade_creates_the_schema_on_sqlite_and_postgres(tmp_path: Path, fr
     for url in (f"sqlite:///{tmp_path / 'sub' / 'azr.sqlite3'}", fresh_postgres_url):
         result = invoke("db", "upgrade", "--database-url", url)
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)["revision"] == "0001"
+        assert json.loads(result.stdout)["revision"] == "0002"
         with open_store(url) as store:  # would raise if the schema were not at head
             assert store.count(TaskType.DEDUCTION) == 0
 

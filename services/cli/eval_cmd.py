@@ -1,0 +1,143 @@
+"""`azr eval cruxeval`: CRUXEval-O (deduction) and CRUXEval-I (abduction) accuracy of a model, greedy, with our
+solver prompts and executor checks (services/evaluation).
+
+Prints one line per split to stdout (`CRUXEval-O  accuracy 0.350 (7/20)  parse failures 2`) and writes one JSON
+line per (row, split) to `--out`: by default `<run_root>/eval/cruxeval-<model>-<UTC time>.jsonl` (`runs/eval/...`
+unless AZR_RUN_ROOT says otherwise), so runs never overwrite each other and sit beside the self-play runs.
+Exit codes: 0 done, 2 bad arguments or an unusable data file, model or output path (the reason on stderr).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from services.settings import Settings
+
+if TYPE_CHECKING:
+    from services.evaluation.cruxeval import CruxRow, Split
+
+eval_app = typer.Typer(help="Evaluate a model on benchmarks.", no_args_is_help=True)
+
+SPLIT_CHOICES = ("output", "input", "both")
+"""`--split`: CRUXEval-O only, CRUXEval-I only, or both (O first)."""
+
+BAD_INPUT_EXIT = 2
+"""Exit status for bad arguments or files (the same as a usage error)."""
+
+
+def model_label(model: str) -> str:
+    """A file-name-safe name for the model: a registry name as is, a directory by its last component."""
+    name = Path(model).name if ("/" in model or Path(model).is_dir()) else model
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
+
+
+def default_out_path(run_root: Path, model: str, now: datetime) -> Path:
+    """`<run_root>/eval/cruxeval-<model>-<YYYYmmddTHHMMSSZ>.jsonl`."""
+    return run_root / "eval" / f"cruxeval-{model_label(model)}-{now.strftime('%Y%m%dT%H%M%SZ')}.jsonl"
+
+
+def refuse(message: str) -> typer.Exit:
+    """Print why on stderr; the caller raises the returned Exit (status 2)."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(BAD_INPUT_EXIT)
+
+
+@contextmanager
+def open_output(path: Path) -> Iterator[IO[str]]:
+    """`path` opened for writing before any generation (an unwritable path fails in a second, not after the run),
+    and removed again when the evaluation fails, so no empty or partial result file is left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stream = path.open("w")
+    except OSError as error:
+        raise refuse(f"cannot write {path}: {error.strerror or error}") from None
+    try:
+        with stream:
+            yield stream
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+@eval_app.command("cruxeval")
+def cruxeval(
+    model: Annotated[Optional[str], typer.Option(help="qwen-coder-0.5b, smollm2, tiny, or an HF model directory "
+                                                      "(default: AZR_MODEL).")] = None,
+    split: Annotated[str, typer.Option(help="output (CRUXEval-O = deduction) | input (CRUXEval-I = abduction) "
+                                            "| both.")] = "both",
+    limit: Annotated[int, typer.Option(help="The first N rows of the file per split; 0 = all.")] = 0,
+    data: Annotated[Optional[Path], typer.Option(help="CRUXEval-format JSONL (code, input, output, id) "
+                                                      "(default: AZR_EVAL_DATA, else "
+                                                      "../shared/data/cruxeval.jsonl).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Per-sample JSONL (default: "
+                                                     "<run_root>/eval/cruxeval-<model>-<UTC time>.jsonl).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Prompts decoded together.")] = 32,
+    max_response_tokens: Annotated[Optional[int], typer.Option(help="Longest response, in tokens "
+                                                                    "(default: AZR_MAX_RESPONSE_TOKENS).")] = None,
+) -> None:
+    """CRUXEval accuracy with our solver prompts (Figs 37-38), greedy decoding, answers judged by the executor."""
+    from services.evaluation.cruxeval import EvalDataError, Split
+    from services.evaluation.dataset import load_rows
+    from services.inference.model_registry import resolve_model
+    from services.ports import InferenceError
+
+    if split not in SPLIT_CHOICES:
+        raise typer.BadParameter(f"must be one of {', '.join(SPLIT_CHOICES)}", param_hint="--split")
+    if limit < 0:
+        raise typer.BadParameter("must be 0 (all rows) or positive", param_hint="--limit")
+    if batch_size < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--batch-size")
+    if max_response_tokens is not None and max_response_tokens < 1:
+        raise typer.BadParameter("must be at least 1", param_hint="--max-response-tokens")
+    settings = Settings(**({"model": model} if model is not None else {}))
+    try:
+        rows = load_rows(data or settings.eval_data, limit)
+    except EvalDataError as error:
+        raise refuse(str(error)) from None
+    try:
+        model_dir = resolve_model(settings.model)  # a real model is verified and converted here on first use
+    except InferenceError as error:
+        raise refuse(str(error)) from None
+    splits = list(Split) if split == "both" else [Split(split)]
+    out_path = out or default_out_path(settings.run_root, settings.model, datetime.now(timezone.utc))
+    with open_output(out_path) as stream:
+        evaluate_into(stream, settings, model_dir, rows, splits, batch_size=batch_size,
+                      max_new_tokens=max_response_tokens or settings.max_response_tokens)
+    typer.echo(f"per-sample results: {out_path}", err=True)
+
+
+def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: list[CruxRow], splits: list[Split],
+                  *, batch_size: int, max_new_tokens: int) -> None:
+    """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
+    from executor_svc.executor import Executor
+    from services.coordinator.rollout_port import EngineRollouts
+    from services.evaluation.runner import run_cruxeval
+    from services.inference.local_engine import LocalEngine
+    from services.ports import InferenceError
+
+    say = lambda message: typer.echo(message, err=True)  # noqa: E731
+    began = time.perf_counter()
+    try:
+        engine = LocalEngine(model_dir, device=settings.device, seed=settings.seed, max_batch_rows=batch_size)
+    except InferenceError as error:
+        raise refuse(str(error)) from None
+    say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
+        f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
+        f"at most {max_new_tokens} tokens")
+    with Executor.from_settings(settings) as executor:
+        report = run_cruxeval(EngineRollouts(engine), executor, rows, splits, max_new_tokens=max_new_tokens,
+                              batch_size=batch_size, check_parallelism=settings.executor_workers * 2,
+                              progress=say)
+    for sample in report.samples:
+        stream.write(sample.model_dump_json() + "\n")
+    for split_score in report.scores.values():
+        typer.echo(split_score.line())
+    say(f"evaluated in {report.seconds:.1f} s ({time.perf_counter() - began:.1f} s with loading)")

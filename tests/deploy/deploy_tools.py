@@ -1,0 +1,51 @@
+"""What the deployment tests share besides fixtures: the overlays and profiles under test, and how to run the
+compose and kustomize CLIs. A module of its own (not conftest.py) so test files import it by a unique name."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+from throwaway_servers import REPO_ROOT
+
+OVERLAYS = ("gpu", "cpu-dev", "gpu-multinode")
+PROFILES = ("cpu", "gpu")
+REQUIRED_COMPOSE_ENV = {"AZR_API_TOKEN": "compose-test-token", "AZR_POSTGRES_PASSWORD": "compose-test-password"}
+
+
+def compose_command() -> list[str] | None:
+    """`docker compose` (v2 plugin) when it answers, else Debian's `docker-compose` (1.29), else None."""
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
+        return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy else None
+
+
+def run_compose_config(compose: list[str], profile: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`compose --profile P config` on the repository's docker-compose.yml with exactly `env` (plus PATH)."""
+    return subprocess.run([*compose, "--project-directory", str(REPO_ROOT), "-f", str(REPO_ROOT / "docker-compose.yml"),
+                           "--profile", profile, "config"], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", **env}, timeout=120)
+
+
+def active_services(config: dict[str, Any], profile: str) -> dict[str, Any]:
+    """Services a `--profile P up` starts: those without profiles and those naming P (compose v1's `config` prints
+    every service, v2's only the active ones; this filter gives both the same answer)."""
+    return {name: service for name, service in config["services"].items()
+            if not service.get("profiles") or profile in service["profiles"]}
+
+
+def kustomize_command() -> list[str] | None:
+    """`kubectl kustomize` when kubectl has it, else a standalone `kustomize build`, else None."""
+    kubectl = shutil.which("kubectl")
+    if kubectl and subprocess.run([kubectl, "kustomize", "--help"], capture_output=True).returncode == 0:
+        return [kubectl, "kustomize"]
+    kustomize = shutil.which("kustomize")
+    return [kustomize, "build"] if kustomize else None
+
+
+def objects_of(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    """Objects of one kind by name."""
+    return {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == kind}
