@@ -42,7 +42,8 @@ mkdir -p "$context/lib" "$context/wheels"
 # wheels such as torch), libm/libresolv/libz, and the C++ runtime.
 for library in libstdc++.so.6 libgcc_s.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libutil.so.1 libm.so.6 \
     libresolv.so.2 libz.so.1; do
-  path="$(ldconfig -p | awk -v name="$library" '$1 == name && /x86-64/ {print $NF; exit}')"
+  # awk reads to the end (no early `exit`): an early exit would SIGPIPE ldconfig, and pipefail turns that into 141.
+  path="$(ldconfig -p | awk -v name="$library" '$1 == name && /x86-64/ && !found {print $NF; found = 1}')"
   [[ -n "$path" ]] || { echo "build_offline_base: $library not found on this host (ldconfig -p)" >&2; exit 1; }
   cp -L "$path" "$context/lib/$library"
 done

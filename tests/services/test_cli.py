@@ -23,7 +23,7 @@ def test_help_lists_the_commands() -> None:
 
 
 def test_config_show_both_profiles() -> None:
-    for profile, batch_size, queue in (("embedded", 4, "inprocess"), ("distributed", 64, "redis")):
+    for profile, batch_size, queue in (("embedded", 2, "inprocess"), ("distributed", 64, "redis")):
         result = runner.invoke(app, ["config", "show", "--profile", profile])
         assert result.exit_code == 0, result.output
         shown = json.loads(result.output)
