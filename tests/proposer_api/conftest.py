@@ -92,3 +92,18 @@ def distributed_api(postgres_store: Any, executor_workers: ExecutorWorkers, redi
             yield RunningApi(url, token, postgres_store, executor)
     finally:
         connection.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def api(request: pytest.FixtureRequest, sandbox: Executor) -> Iterator[RunningApi]:
+    """The proposer API over a fresh SQLite file or a private PostgreSQL database (each test runs on both)."""
+    from services.store import open_store
+
+    if request.param == "postgresql":
+        store = request.getfixturevalue("postgres_store")
+    else:
+        store = open_store(f"sqlite:///{request.getfixturevalue('tmp_path') / 'buffers.sqlite3'}", create=True)
+        request.addfinalizer(store.close)
+    token = f"tok-{uuid.uuid4().hex}"
+    with serve(settings_for(token), store, sandbox) as url:
+        yield RunningApi(url, token, store, sandbox)

@@ -4,29 +4,12 @@ exact-step filter and text search, and the self-contained page itself (inline pa
 from __future__ import annotations
 
 import re
-import uuid
-from typing import Any, Iterator
-
-import pytest
+from typing import Any
 
 from proposer_api.schemas import MAX_HISTORY_PAGE, MAX_SEARCH
-from proposer_servers import RunningApi, serve, settings_for
+from proposer_servers import RunningApi
 from services.algorithm.task_types import Role, TaskType
 from services.records import Episode, InductionTask, Triplet, TripletSource
-from services.store import open_store
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def api(request: pytest.FixtureRequest, sandbox: Any) -> Iterator[RunningApi]:
-    """The proposer API over a fresh SQLite file or a private PostgreSQL database."""
-    if request.param == "postgresql":
-        store = request.getfixturevalue("postgres_store")
-    else:
-        store = open_store(f"sqlite:///{request.getfixturevalue('tmp_path') / 'dash.sqlite3'}", create=True)
-        request.addfinalizer(store.close)
-    token = f"tok-{uuid.uuid4().hex}"
-    with serve(settings_for(token), store, sandbox) as url:
-        yield RunningApi(url, token, store, sandbox)
 
 
 def store_rows(store: Any, rows: list[dict[str, str]], count: int) -> list[str]:

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Iterator
-
-import pytest
+from typing import Any
 
 from proposer_api.schemas import MAX_STEPS_PAGE
-from services.store import open_store
-from proposer_servers import RunningApi, serve, settings_for
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def api(request: pytest.FixtureRequest, sandbox: Any) -> Iterator[RunningApi]:
-    """The proposer API over a fresh SQLite file or a private PostgreSQL database."""
-    if request.param == "postgresql":
-        store = request.getfixturevalue("postgres_store")
-    else:
-        store = open_store(f"sqlite:///{request.getfixturevalue('tmp_path') / 'runs.sqlite3'}", create=True)
-        request.addfinalizer(store.close)
-    token = f"tok-{uuid.uuid4().hex}"
-    with serve(settings_for(token), store, sandbox) as url:
-        yield RunningApi(url, token, store, sandbox)
+from proposer_servers import RunningApi
 
 
 def metrics_line(step: int) -> dict[str, Any]:
