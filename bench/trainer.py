@@ -1,15 +1,21 @@
 """Trainer throughput and memory: one TRR++ update against a plain training step, same model, same batch, same run.
 
-Baseline: a plain causal-LM step — `model(input_ids, attention_mask, labels)` with the loss on the response tokens
-only (full [L, V] logits, as a standard fine-tuning loop computes them), backward, grad-norm clip, AdamW step —
-over the same micro-batches (same size, same length grouping). TRR++: `PolicyTrainer.update` (advantages per group,
+Baseline: a plain causal-LM step — cross-entropy on the response tokens (`--plain-logits full`: [L, V] logits at
+every position, as a standard fine-tuning loop computes them; `response`: only where the loss is, as TRR++ does),
+the same autocast, backward, grad-norm clip, AdamW step — over the same micro-batches (same size, same length grouping). TRR++: `PolicyTrainer.update` (advantages per group,
 PPO-clip token-mean loss, entropy bonus, the same accumulation, clip and AdamW step). Both are timed alternately after
 a warm-up and reported as response tokens per second; overhead = baseline tokens/s / TRR++ tokens/s − 1
-(target ≤ 10%). Then peak memory per micro-batch size: each size runs in a fresh process (on CPU the peak RSS
-cannot be reset), once for the TRR++ update and once for the baseline.
+(target ≤ 10%). On a GPU with a known bf16 peak each is also given as MFU (bench/model_flops.py). Then peak memory
+per micro-batch size: each size runs in a fresh process (on CPU the peak RSS cannot be reset), once for the TRR++
+update and once for the baseline.
+
+`--random-init` builds the model from its config.json with random weights instead of loading them: the FLOPs,
+memory and kernels are those of the real model (speed does not depend on weight values), for machines the weights
+cannot reach (a GPU box fed only a config and tokenizer).
 
     .venv/bin/python bench/trainer.py --model tiny [--per-group 4] [--prompt-len 256] [--response-len 128]
     .venv/bin/python bench/trainer.py --model smollm2 --micro-batch-sizes 1,2,4 --repeats 2
+    python bench/trainer.py --model DIR_WITH_CONFIG --random-init --device cuda --per-group 16 --response-len 1024
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import torch  # noqa: E402
 
+from bench.model_flops import mfu, peak_tflops, update_flops  # noqa: E402
 from services.algorithm.task_types import TASK_GROUPS  # noqa: E402
 from services.records import Episode  # noqa: E402
 from services.settings import Settings  # noqa: E402
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory  # noqa: E402
-from trainer_svc.policy_forward import resolve_device  # noqa: E402
+from trainer_svc.policy_forward import autocast_for, resolve_device, response_logits  # noqa: E402
 from trainer_svc.ppo_update import PolicyTrainer, make_optimizer  # noqa: E402
 from trainer_svc.resume import load_model_and_tokenizer, pad_id_of  # noqa: E402
 
@@ -52,8 +59,13 @@ def make_episodes(vocab: int, per_group: int, prompt_len: int, response_len: int
     return episodes
 
 
-def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episodes: list[Episode]) -> float:
-    """The baseline: causal-LM cross-entropy on response tokens over the same micro-batches; returns seconds."""
+def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episodes: list[Episode],
+               logits: str = "full") -> float:
+    """The baseline: causal-LM cross-entropy on response tokens over the same micro-batches; returns seconds.
+
+    ``logits="full"`` computes [L, V] logits at every position, as a standard fine-tuning loop does; ``"response"``
+    only at the positions that predict response tokens (as the TRR++ update does), leaving the PPO terms as the
+    only difference."""
     model, device = trainer.model, trainer.device
     micro_batches = trainer.micro_batches(episodes)
     total = sum(mb.response_tokens for mb in micro_batches)
@@ -61,14 +73,16 @@ def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episode
     optimizer.zero_grad(set_to_none=True)
     for cpu_mb in micro_batches:
         mb = cpu_mb.to(device)
-        labels = torch.full_like(mb.input_ids, -100)
-        rows = torch.arange(mb.rows, device=device).unsqueeze(1)
-        target_pos = (mb.response_positions + 1).masked_fill(~mb.response_mask, 0)
-        labels[rows.expand_as(target_pos)[mb.response_mask], target_pos[mb.response_mask]] = \
-            mb.response_ids[mb.response_mask]
-        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits.float()
-        loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                                 labels[:, 1:].reshape(-1), ignore_index=-100, reduction="sum") / total
+        with autocast_for(device, trainer.settings.trainer_bf16):
+            if logits == "response":
+                picked = response_logits(model, mb).float()  # [b, R, V]
+                targets = mb.response_ids.masked_fill(~mb.response_mask, -100)
+            else:
+                picked = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False).logits
+                picked = picked.float()[:, :-1]
+                targets = full_sequence_labels(mb, device)[:, 1:]
+            loss = torch.nn.functional.cross_entropy(picked.reshape(-1, picked.shape[-1]), targets.reshape(-1),
+                                                     ignore_index=-100, reduction="sum") / total
         loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
@@ -78,11 +92,36 @@ def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episode
     return time.perf_counter() - started
 
 
+def full_sequence_labels(mb, device: torch.device) -> torch.Tensor:
+    """[b, L] labels: each response token at its own position, -100 elsewhere (shifted by the caller)."""
+    labels = torch.full_like(mb.input_ids, -100)
+    rows = torch.arange(mb.rows, device=device).unsqueeze(1)
+    target_pos = (mb.response_positions + 1).masked_fill(~mb.response_mask, 0)
+    labels[rows.expand_as(target_pos)[mb.response_mask], target_pos[mb.response_mask]] = \
+        mb.response_ids[mb.response_mask]
+    return labels
+
+
+def random_init_model(model_dir: Path) -> tuple[torch.nn.Module, object]:
+    """The model of ``model_dir``'s config.json with seeded random float32 weights, and its tokenizer."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    return model, AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+
+
 def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer, list[Episode]]:
     from services.inference.model_registry import resolve_model
+    from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
 
-    settings = Settings(device=args.device, micro_batch_size=micro_batch_size)
-    model, tokenizer = load_model_and_tokenizer(resolve_model(args.model))
+    settings = Settings(device=args.device, micro_batch_size=micro_batch_size, micro_batch_tokens=args.micro_batch_tokens,
+                        gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16)
+    model_dir = resolve_model(args.model)
+    model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
+    if settings.gradient_checkpointing:
+        checkpoint_decoder_layers(model)
     trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(args.device))
     episodes = make_episodes(model.config.vocab_size, args.per_group, args.prompt_len, args.response_len)
     return trainer, episodes
@@ -95,14 +134,19 @@ def throughput(args: argparse.Namespace) -> dict[str, float]:
     tokens = sum(len(e.response_ids) for e in episodes)
     trr, plain = [], []
     trainer.update(episodes)  # warm-up (allocator, AdamW state, kernels)
-    plain_step(trainer, baseline_optimizer, episodes)
+    plain_step(trainer, baseline_optimizer, episodes, args.plain_logits)
     for repeat in range(args.repeats):
         trr.append(trainer.update(episodes).step_time_s)
-        plain.append(plain_step(trainer, baseline_optimizer, episodes))
+        plain.append(plain_step(trainer, baseline_optimizer, episodes, args.plain_logits))
         print(f"  repeat {repeat}: TRR++ {trr[-1]:.2f} s, plain {plain[-1]:.2f} s", file=sys.stderr, flush=True)
-    trr_tps, plain_tps = tokens / statistics.median(trr), tokens / statistics.median(plain)
-    return {"tokens": tokens, "trr_tokens_per_s": trr_tps, "plain_tokens_per_s": plain_tps,
-            "overhead": plain_tps / trr_tps - 1.0}
+    trr_s, plain_s = statistics.median(trr), statistics.median(plain)
+    flops = update_flops(trainer.model, [(len(e.prompt_ids), len(e.response_ids)) for e in episodes])
+    peak = peak_tflops(trainer.device, args.peak_tflops)
+    return {"tokens": tokens, "trr_tokens_per_s": tokens / trr_s, "plain_tokens_per_s": tokens / plain_s,
+            "overhead": trr_s / plain_s - 1.0, "all_tokens": sum(len(e.prompt_ids) + len(e.response_ids)
+                                                                 for e in episodes),
+            "trr_s": trr_s, "plain_s": plain_s, "flops": flops, "peak_tflops": peak,
+            "trr_mfu": mfu(flops, trr_s, peak), "plain_mfu": mfu(flops, plain_s, peak)}
 
 
 def peak_memory(args: argparse.Namespace) -> dict[str, float]:
@@ -112,7 +156,7 @@ def peak_memory(args: argparse.Namespace) -> dict[str, float]:
     if args.mode == "trr":
         trainer.update(episodes)
     else:
-        plain_step(trainer, make_optimizer(trainer.model, trainer.settings), episodes)
+        plain_step(trainer, make_optimizer(trainer.model, trainer.settings), episodes, args.plain_logits)
     memory, kind = peak_memory_mb(trainer.device)
     return {"peak_mb": memory, "kind": kind}
 
@@ -121,8 +165,16 @@ def child_peak(args: argparse.Namespace, micro_batch_size: int, mode: str) -> di
     command = [sys.executable, __file__, "--child", "--mode", mode, "--micro-batch-size", str(micro_batch_size),
                "--model", args.model, "--device", args.device, "--per-group", str(args.per_group),
                "--prompt-len", str(args.prompt_len), "--response-len", str(args.response_len),
-               "--threads", str(args.threads)]
-    out = subprocess.run(command, capture_output=True, text=True, check=True)
+               "--threads", str(args.threads), "--micro-batch-tokens", str(args.micro_batch_tokens),
+               "--gradient-checkpointing" if args.gradient_checkpointing else "--no-gradient-checkpointing",
+               "--bf16" if args.bf16 else "--no-bf16", "--plain-logits", args.plain_logits]
+    if args.random_init:
+        command.append("--random-init")
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode != 0:
+        if "OutOfMemoryError" in out.stderr or out.returncode == -9:
+            return {"peak_mb": float("nan"), "kind": "out of memory"}
+        raise RuntimeError(f"memory child failed ({out.returncode}): {out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -136,7 +188,16 @@ def main() -> None:
     parser.add_argument("--micro-batch-size", type=int, default=4, help="for the throughput comparison")
     parser.add_argument("--micro-batch-sizes", default="1,2,4,8", help="for the memory table")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--micro-batch-tokens", type=int, default=Settings().micro_batch_tokens,
+                        help="cap on padded tokens per micro-batch")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (1 on a shared machine)")
+    parser.add_argument("--random-init", action="store_true", help="config's architecture, random weights")
+    parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=False)
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
+                        help="bf16 autocast on CUDA (ignored on CPU)")
+    parser.add_argument("--plain-logits", choices=("full", "response"), default="full",
+                        help="baseline's logits: every position (standard LM step) or response positions only")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: by name)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=("trr", "plain"), default="trr", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,17 +206,27 @@ def main() -> None:
     if args.child:
         print(json.dumps(peak_memory(args)))
         return
+    sizes = [int(s) for s in args.micro_batch_sizes.split(",") if s]
+    # children first: once this process has trained, its CUDA cache would crowd theirs out of the GPU
+    peaks = {size: (child_peak(args, size, "trr"), child_peak(args, size, "plain")) for size in sizes}
     result = throughput(args)
-    print(f"model {args.model}: {6 * args.per_group} episodes, {result['tokens']} response tokens, "
+    device = resolve_device(args.device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} threads"
+    print(f"model {args.model}{' (random init)' if args.random_init else ''} on {where}, torch {torch.__version__}, "
+          f"bf16 {args.bf16 and device.type == 'cuda'}, activation checkpointing {args.gradient_checkpointing}, "
+          f"baseline logits: {args.plain_logits}")
+    print(f"  {6 * args.per_group} episodes, {result['tokens']} response tokens ({result['all_tokens']} with prompts), "
           f"prompt ~{args.prompt_len}, response ~{args.response_len}, micro-batch {args.micro_batch_size}")
-    print(f"  plain forward+backward+AdamW: {result['plain_tokens_per_s']:10.1f} tokens/s")
-    print(f"  TRR++ PPO update            : {result['trr_tokens_per_s']:10.1f} tokens/s")
+    for name, key in (("plain forward+backward+AdamW", "plain"), ("TRR++ PPO update            ", "trr")):
+        share = result[f"{key}_mfu"]
+        extra = f", MFU {100 * share:.1f}% of {result['peak_tflops']:.0f} TFLOP/s" if share is not None else ""
+        print(f"  {name}: {result[f'{key}_tokens_per_s']:10.1f} response tokens/s, "
+              f"{result['all_tokens'] / result[f'{key}_s']:10.1f} tokens/s{extra}")
     print(f"  overhead of TRR++ vs plain  : {100 * result['overhead']:+.1f}%  (target <= +10%)")
     print("  peak memory per micro-batch size (fresh process each):")
     print("    micro-batch   TRR++ MiB   plain MiB   kind")
-    for size in [int(s) for s in args.micro_batch_sizes.split(",") if s]:
-        trr, plain = child_peak(args, size, "trr"), child_peak(args, size, "plain")
-        print(f"    {size:11d}   {trr['peak_mb']:9.0f}   {plain['peak_mb']:9.0f}   {trr['kind']}")
+    for size, (trr, plain) in peaks.items():
+        print(f"    {size:11d}   {trr['peak_mb']:9.0f}   {plain['peak_mb']:9.0f}   {trr['kind']} / {plain['kind']}")
 
 
 if __name__ == "__main__":

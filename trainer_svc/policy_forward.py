@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from trainer_svc.batching import MicroBatch
+from trainer_svc.token_logprobs import token_logprobs_and_entropy
 
 
 def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:
@@ -60,27 +61,11 @@ def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool
 
     The log-softmax of the logits shifted by one (divided by the rollout ``temperature``, as the engines define the
     behaviour logprobs and as veRL's actor does), gathered at the response ids; padding positions carry values
-    computed from pad inputs and must be masked by ``mb.response_mask``.
+    computed from pad inputs and must be masked by ``mb.response_mask``. Computed in row chunks with a hand-written
+    backward (`trainer_svc.token_logprobs`), so no float32 [b, R, V] tensor outlives its chunk.
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    logits = response_logits(model, mb).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logprobs = logp_all.gather(-1, mb.response_ids.unsqueeze(-1)).squeeze(-1)
-    entropy = entropy_from_logprobs(logp_all) if with_entropy else None
-    return logprobs, entropy
-
-
-def entropy_from_logprobs(logp_all: torch.Tensor) -> torch.Tensor:
-    """H = −Σ_v p_v log p_v from a full log-softmax [..., V], reusing it instead of a second log-softmax.
-
-    Same value as `services.algorithm.objectives.entropy_from_logits` for finite logits (an LM head's always are);
-    that function's −inf handling costs an isfinite pass over [b, R, V], which the benchmark showed to be a large
-    share of a small model's update time.
-    """
-    return -(logp_all.exp() * logp_all).sum(dim=-1)
+    logits = response_logits(model, mb)
+    return token_logprobs_and_entropy(logits, mb.response_ids, temperature=temperature, with_entropy=with_entropy)
 
 
 def autocast_for(device: torch.device, bf16: bool) -> ContextManager[object]:

@@ -187,7 +187,10 @@ def summarise(line: dict[str, Any]) -> str:
         propose = line.get(f"reward/{task_type}/propose")
         solve = line.get(f"reward/{task_type}/solve")
         parts.append(f"{task_type[:3]}: valid {_fmt(valid)} r_prop {_fmt(propose)} r_solve {_fmt(solve)}")
-    parts.append(f"{line.get('time/total', 0):.1f}s")
+    rollout, training = line.get("time/total", 0.0), line.get("time/training")
+    # time/total times the rollout only; an in-process update (embedded) comes after it and is shown beside it
+    parts.append(f"{rollout:.1f}s" if training is None
+                 else f"{rollout + training:.1f}s (rollout {rollout:.1f}s, training {training:.1f}s)")
     return " | ".join(parts)
 
 

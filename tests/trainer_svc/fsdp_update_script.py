@@ -1,4 +1,5 @@
-"""Worker script for test_fsdp_update.py, run under `torchrun --nproc_per_node N` (gloo on CPU).
+"""Worker script for test_fsdp_update.py, run under `torchrun --nproc_per_node N` (gloo on CPU; NCCL when the settings'
+device is CUDA, as test_cuda_trainer.py runs it).
 
 Phase 1: a fresh FSDP trainer trains on batch 1 and writes checkpoint v1. Phase 2: every rank restores from the run's
 latest checkpoint (v1), trains on batch 2 and writes v2. Rank 0 drives with the real command protocol (`update`
@@ -52,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     settings = Settings(**json.loads(args.settings_json))
-    ranks = init_from_torchrun("cpu")
+    ranks = init_from_torchrun(settings.device)
     reports = []
     loaded = fresh_trainer(args.model, settings, ranks)
     for version, batch_file in enumerate(args.batch, start=1):

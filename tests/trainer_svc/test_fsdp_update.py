@@ -71,10 +71,12 @@ def write_batch(path: Path, batch: list[Episode]) -> Path:
     return path
 
 
-def run_torchrun(nproc: int, tiny_dir: Path, run_dir: Path, batches: list[Path], report: Path) -> dict:
+def run_torchrun(nproc: int, tiny_dir: Path, run_dir: Path, batches: list[Path], report: Path,
+                 settings: dict | None = None) -> dict:
+    chosen = SETTINGS if settings is None else settings
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                str(SCRIPT), "--model", str(tiny_dir), "--run-dir", str(run_dir),
-               "--settings-json", json.dumps({**SETTINGS, "run_root": str(run_dir.parent), "run_id": run_dir.name}),
+               "--settings-json", json.dumps({**chosen, "run_root": str(run_dir.parent), "run_id": run_dir.name}),
                "--report", str(report)]
     for batch in batches:
         command += ["--batch", str(batch)]

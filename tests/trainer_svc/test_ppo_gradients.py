@@ -14,6 +14,7 @@ from trainer_svc.batching import MicroBatch, collate
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.ppo_update import PolicyTrainer, accumulate_gradients
 from trainer_svc.resume import fresh_trainer
+from policy_probes import update_on_rewarded_pair
 from trainer_episodes import episode, six_group_batch, text_ids
 
 CPU = torch.device("cpu")
@@ -22,14 +23,6 @@ CPU = torch.device("cpu")
 def trainer_for(tiny_dir: Path, settings: Settings) -> tuple[PolicyTrainer, object]:
     loaded = fresh_trainer(tiny_dir, settings)
     return loaded.trainer, loaded.tokenizer
-
-
-def sequence_logprob(trainer: PolicyTrainer, ep) -> float:
-    """Σ log π(response | prompt) under the trainer's current weights."""
-    mb = collate([ep], torch.zeros(1), [0], trainer.pad_id)
-    with torch.no_grad():
-        logprobs, _ = logprobs_and_entropy(trainer.model, mb, with_entropy=False)
-    return float(logprobs[mb.response_mask].sum())
 
 
 def gradients(trainer: PolicyTrainer, micro_batches: list[MicroBatch], entropy_coef: float = 0.0) -> dict[str, torch.Tensor]:
@@ -48,14 +41,7 @@ def assert_same_gradients(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]
 
 def test_positive_advantage_response_gains_probability_negative_loses(tiny_dir: Path, cpu_settings: Settings) -> None:
     trainer, tok = trainer_for(tiny_dir, cpu_settings)
-    prompt = text_ids(tok, "def f(x):\n    return x")
-    good = episode(prompt, text_ids(tok, "<answer>'Hello World'</answer>"), reward=1.0)
-    bad = episode(prompt, text_ids(tok, "sorted(reversed(s))"), reward=-0.5)
-    before = {e.id: sequence_logprob(trainer, e) for e in (good, bad)}
-    report = trainer.update([good, bad])
-    after = {e.id: sequence_logprob(trainer, e) for e in (good, bad)}
-    assert after[good.id] > before[good.id] + 1e-3
-    assert after[bad.id] < before[bad.id] - 1e-3
+    report, good, bad = update_on_rewarded_pair(trainer, tok)
     assert report.step == 1 and report.tokens == len(good.response_ids) + len(bad.response_ids)
     assert report.clip_fraction == 0.0 and report.approx_kl == pytest.approx(0.0, abs=1e-7)  # recomputed: ratio 1
 
@@ -177,15 +163,16 @@ def test_staleness_filtered_episodes_and_report_fields(tiny_dir: Path, cpu_setti
     assert report.memory_kind == "cpu_peak_rss"
 
 
-def test_entropy_from_logprobs_matches_the_core_entropy(tiny_dir: Path, cpu_settings: Settings) -> None:
+def test_trainer_entropy_matches_the_core_entropy(tiny_dir: Path, cpu_settings: Settings) -> None:
     from services.algorithm.objectives import entropy_from_logits
-    from trainer_svc.policy_forward import entropy_from_logprobs, response_logits
+    from trainer_svc.policy_forward import response_logits
 
     trainer, tok = trainer_for(tiny_dir, cpu_settings)
     mb = collate(six_group_batch(tok, 1), torch.zeros(6), list(range(6)), trainer.pad_id)
     with torch.no_grad():
         logits = response_logits(trainer.model, mb).float()
-    torch.testing.assert_close(entropy_from_logprobs(torch.log_softmax(logits, -1)), entropy_from_logits(logits))
+        _, entropy = logprobs_and_entropy(trainer.model, mb)
+    torch.testing.assert_close(entropy, entropy_from_logits(logits))
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])

@@ -44,3 +44,11 @@ def six_group_batch(tokenizer, per_group: int, *, policy_version: int = 0) -> li
             out.append(episode(prompt, response, reward=float((k + g) % 3) - 0.5, task_type=task_type, role=role,
                                policy_version=policy_version))
     return out
+
+
+def rewarded_pair(tokenizer) -> tuple[Episode, Episode]:
+    """(good, bad): two responses to one prompt, rewarded +1 and −0.5 (the update must raise one, lower the other)."""
+    prompt = text_ids(tokenizer, "def f(x):\n    return x")
+    good = episode(prompt, text_ids(tokenizer, "<answer>'Hello World'</answer>"), reward=1.0)
+    bad = episode(prompt, text_ids(tokenizer, "sorted(reversed(s))"), reward=-0.5)
+    return good, bad

@@ -1,0 +1,100 @@
+"""log π(token) and the entropy of π from LM-head logits, in row chunks, with a hand-written backward.
+
+The plain autograd expression (`logits.float()` → `log_softmax` → `exp` → `·` → `sum`) keeps four float32 [N, V]
+tensors alive for the backward and makes about ten passes over them; with a 152k vocabulary that is 2.4 GB per
+4,096 response tokens and, measured on an H100 (README), most of the gap between a TRR++ update and a plain
+cross-entropy step. Here only the logits (which the LM head's backward keeps anyway) and one log-sum-exp per row
+are saved; the softmax is rebuilt one chunk of rows at a time in float32, in the forward and in the backward.
+
+Gradients, with z = logits / T, p = softmax(z), E = Σ_v p_v z_v, H = logsumexp(z) − E:
+    ∂ log p_t / ∂z = onehot(t) − p          ∂H / ∂z = −p ⊙ (z − E)          ∂/∂logits = (∂/∂z) / T
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+ROW_CHUNK_ELEMENTS = 1 << 24
+"""Float32 elements of one chunk's [rows, V] working tensor (64 MiB): bounded memory whatever the micro-batch."""
+
+
+def _chunks(rows: int, vocab: int) -> list[tuple[int, int]]:
+    """(start, stop) row ranges of at most ROW_CHUNK_ELEMENTS elements each (at least one row)."""
+    step = max(1, ROW_CHUNK_ELEMENTS // max(vocab, 1))
+    return [(start, min(rows, start + step)) for start in range(0, rows, step)]
+
+
+def _compute_dtype(logits: torch.Tensor) -> torch.dtype:
+    """float32 for half-precision and float32 logits, float64 for float64 (gradcheck)."""
+    return torch.promote_types(logits.dtype, torch.float32)
+
+
+class _TokenLogprobEntropy(torch.autograd.Function):
+    """Rows of logits [N, V] and target ids [N] -> (log p(target) [N], entropy [N]), float32 (float64 inputs:
+    float64)."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, ids: torch.Tensor, temperature: float, with_entropy: bool
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows, vocab = logits.shape
+        dtype = _compute_dtype(logits)
+        logprobs = torch.empty(rows, dtype=dtype, device=logits.device)
+        entropy = torch.zeros(rows, dtype=dtype, device=logits.device)
+        lse = torch.empty(rows, dtype=dtype, device=logits.device)
+        for start, stop in _chunks(rows, vocab):
+            z = logits[start:stop].to(dtype)
+            if temperature != 1.0:
+                z = z / temperature
+            chunk_lse = torch.logsumexp(z, dim=-1)
+            lse[start:stop] = chunk_lse
+            logprobs[start:stop] = z.gather(-1, ids[start:stop].unsqueeze(-1)).squeeze(-1) - chunk_lse
+            if with_entropy:
+                p = torch.exp(z - chunk_lse.unsqueeze(-1))
+                entropy[start:stop] = chunk_lse - (p * z).sum(dim=-1)
+        ctx.save_for_backward(logits, ids, lse)
+        ctx.temperature, ctx.with_entropy = temperature, with_entropy
+        return logprobs, entropy
+
+    @staticmethod
+    def backward(ctx: Any, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+                 ) -> tuple[torch.Tensor, None, None, None]:
+        logits, ids, lse = ctx.saved_tensors
+        rows, vocab = logits.shape
+        temperature = ctx.temperature
+        use_entropy = ctx.with_entropy and grad_entropy is not None
+        grad = torch.empty_like(logits)
+        for start, stop in _chunks(rows, vocab):
+            z = logits[start:stop].to(lse.dtype)
+            if temperature != 1.0:
+                z = z / temperature
+            p = torch.exp(z - lse[start:stop].unsqueeze(-1))
+            g = torch.zeros_like(z)  # the graph may use only one of the two outputs
+            if grad_logprobs is not None:
+                g_lp = grad_logprobs[start:stop].to(z.dtype).unsqueeze(-1)
+                g = -g_lp * p
+                g.scatter_add_(-1, ids[start:stop].unsqueeze(-1), g_lp)
+            if use_entropy:
+                expected = (p * z).sum(dim=-1, keepdim=True)
+                g -= grad_entropy[start:stop].to(z.dtype).unsqueeze(-1) * p * (z - expected)
+            if temperature != 1.0:
+                g = g / temperature
+            grad[start:stop] = g.to(grad.dtype)
+        return grad, None, None, None
+
+
+def token_logprobs_and_entropy(logits: torch.Tensor, ids: torch.Tensor, *, temperature: float = 1.0,
+                               with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log softmax(logits / T) at ``ids`` [...], entropy of softmax(logits / T) [...] or None), both float32
+    (float64 for float64 logits).
+
+    logits: [..., V] in any float dtype (bf16 under autocast); ids: [...] int64. The same values and gradients as
+    the float32 autograd expression (tested), with O(chunk) extra memory instead of four [..., V] tensors.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    shape, vocab = ids.shape, logits.shape[-1]
+    flat_logits = logits.reshape(-1, vocab)
+    logprobs, entropy = _TokenLogprobEntropy.apply(flat_logits, ids.reshape(-1), float(temperature), with_entropy)
+    return logprobs.reshape(shape), entropy.reshape(shape) if with_entropy else None
