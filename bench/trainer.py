@@ -37,6 +37,7 @@ from bench.model_flops import mfu, peak_tflops, update_flops  # noqa: E402
 from services.algorithm.task_types import TASK_GROUPS  # noqa: E402
 from services.records import Episode  # noqa: E402
 from services.settings import Settings  # noqa: E402
+from trainer_svc.batching import MicroBatch  # noqa: E402
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory  # noqa: E402
 from trainer_svc.policy_forward import autocast_for, resolve_device, response_logits  # noqa: E402
 from trainer_svc.ppo_update import PolicyTrainer, make_optimizer  # noqa: E402
@@ -92,7 +93,7 @@ def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episode
     return time.perf_counter() - started
 
 
-def full_sequence_labels(mb, device: torch.device) -> torch.Tensor:
+def full_sequence_labels(mb: MicroBatch, device: torch.device) -> torch.Tensor:
     """[b, L] labels: each response token at its own position, -100 elsewhere (shifted by the caller)."""
     labels = torch.full_like(mb.input_ids, -100)
     rows = torch.arange(mb.rows, device=device).unsqueeze(1)

@@ -4,7 +4,6 @@ launch resumes on both ranks from v2 and publishes version 3."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
@@ -18,6 +17,7 @@ from services.queues import RedisEpisodeQueue
 from trainer_svc.checkpoints import list_checkpoints, load_trainer_state
 from trainer_svc.optimizer_layout import BY_NAME
 from trainer_episodes import six_group_batch
+from trainer_processes import redis_trainer_env
 
 
 def torchrun_trainer(run_id: str, tiny_dir: Path, max_updates: int, env: dict[str, str]) -> str:
@@ -35,9 +35,7 @@ def test_two_rank_trainer_consumes_batches_publishes_versions_and_resumes(redis_
     run_id = f"fsdp-test-{uuid.uuid4().hex[:12]}"
     client = redis.Redis.from_url(redis_url)
     queue = RedisEpisodeQueue(client, run_id, claim_after_s=30.0)
-    env = {**os.environ, "AZR_RUN_ROOT": str(tmp_path / "runs"), "AZR_REDIS_URL": redis_url, "AZR_BATCH_SIZE": "1",
-           "AZR_DEVICE": "cpu", "AZR_MAX_STALENESS": "10", "AZR_LEARNING_RATE": "1e-3", "AZR_QUEUE_BACKEND": "redis",
-           "AZR_MICRO_BATCH_SIZE": "1", "AZR_KEEP_CHECKPOINTS": "5", "OMP_NUM_THREADS": "1"}
+    env = redis_trainer_env(tmp_path, redis_url, AZR_MICRO_BATCH_SIZE="1", OMP_NUM_THREADS="1")
     run_dir = tmp_path / "runs" / run_id
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     batches = [six_group_batch(tokenizer, 1) for _ in range(3)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from transformers import AutoTokenizer
 from services.queues import RedisEpisodeQueue
 from trainer_svc.checkpoints import latest_checkpoint, list_checkpoints, load_trainer_state
 from trainer_episodes import six_group_batch
+from trainer_processes import redis_trainer_env
 
 AZR = [sys.executable, "-m", "services"]
 
@@ -38,9 +38,7 @@ def test_sigkilled_trainer_loses_no_episode_and_applies_none_twice(redis_url: st
     run_id = f"trainer-test-{uuid.uuid4().hex[:12]}"
     client = redis.Redis.from_url(redis_url)
     queue = RedisEpisodeQueue(client, run_id, claim_after_s=1.0)
-    env = {**os.environ, "AZR_RUN_ROOT": str(tmp_path / "runs"), "AZR_REDIS_URL": redis_url, "AZR_BATCH_SIZE": "1",
-           "AZR_DEVICE": "cpu", "AZR_EPISODE_CLAIM_AFTER_S": "1.0", "AZR_KEEP_CHECKPOINTS": "5",
-           "AZR_MAX_STALENESS": "10", "AZR_LEARNING_RATE": "1e-3", "AZR_QUEUE_BACKEND": "redis"}
+    env = redis_trainer_env(tmp_path, redis_url, AZR_EPISODE_CLAIM_AFTER_S="1.0")
     command = AZR + ["trainer", "--run-id", run_id, "--model", str(tiny_dir), "--no-push", "--block-s", "0.2"]
     run_dir = tmp_path / "runs" / run_id
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)

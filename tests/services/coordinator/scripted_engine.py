@@ -53,6 +53,24 @@ def block(instruction: str, tag: str) -> str:
     return match.group(1)
 
 
+def propose_deduction(_: str, seen: int) -> str:
+    """Even calls: a valid task (doubling); odd calls: a forbidden import (the executor rejects it)."""
+    if seen % 2 == 0:
+        return r1(fenced("python", "def f(x):\n    return x * 2") + "\n" + fenced("input", str(seen + 1)))
+    return r1(fenced("python", "import random\ndef f(x):\n    return random.random()") + "\n" + fenced("input", "1"))
+
+
+def propose_induction(_: str, seen: int) -> str:
+    """Ten integer inputs: valid for every one-argument program the buffers hold."""
+    inputs = "\n".join(fenced("input", str(10 * seen + k)) for k in range(1, 11))
+    return r1(inputs + "\n" + fenced("message", "look at the numbers"))
+
+
+def solve_induction(_: str, seen: int) -> str:
+    """Always the doubling function."""
+    return r1(fenced("python", "def f(x):\n    return x * 2"))
+
+
 class ScriptedEngine:
     """Implements services.ports.InferenceEngine with per-kind scripts."""
 

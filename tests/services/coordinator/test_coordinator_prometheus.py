@@ -21,17 +21,11 @@ from services.metrics_endpoint import MetricsEndpoint, serve_metrics
 from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
 from services.store import open_store
 from prometheus_scrape import labelled, scrape, value
-from scripted_engine import ScriptedEngine, block, fenced, r1
+from scripted_engine import (ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1,
+                             solve_induction)
 from throwaway_servers import free_port
 
 B = 2
-
-
-def propose_deduction(_: str, seen: int) -> str:
-    """Even calls: a valid task; odd calls: a forbidden import (the executor rejects it)."""
-    if seen % 2 == 0:
-        return r1(fenced("python", "def f(x):\n    return x * 2") + "\n" + fenced("input", str(seen + 1)))
-    return r1(fenced("python", "import random\ndef f(x):\n    return random.random()") + "\n" + fenced("input", "1"))
 
 
 def propose_abduction(_: str, seen: int) -> str:
@@ -39,12 +33,6 @@ def propose_abduction(_: str, seen: int) -> str:
     if seen % 2 == 0:
         return r1(fenced("python", "def f(x):\n    return x + 3") + "\n" + fenced("input", str(seen + 7)))
     return "I forgot the template entirely."
-
-
-def propose_induction(_: str, seen: int) -> str:
-    """Ten integer inputs: valid for every one-argument program the buffers hold."""
-    inputs = "\n".join(fenced("input", str(10 * seen + k)) for k in range(1, 11))
-    return r1(inputs + "\n" + fenced("message", "look at the numbers"))
 
 
 def solve_deduction(instruction: str, seen: int) -> str:
@@ -58,10 +46,6 @@ def solve_abduction(instruction: str, seen: int) -> str:
     program, output = block(instruction, "python"), block(instruction, "output")
     right = str(int(output) // 2) if "x * 2" in program else str(int(output) - 3) if "x + 3" in program else output
     return r1(fenced("input", right))
-
-
-def solve_induction(_: str, seen: int) -> str:
-    return r1(fenced("python", "def f(x):\n    return x * 2"))
 
 
 SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,

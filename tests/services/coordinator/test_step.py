@@ -20,27 +20,17 @@ from services.queues import InProcessEpisodeQueue
 from services.records import TripletSource
 from services.rollouts.solving import check_answer, solve_task_from_entry
 from services.store import open_store
-from scripted_engine import ScriptedEngine, block, fenced, r1
+from scripted_engine import (ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1,
+                             solve_induction)
 
 B = 2
 LEARN_N = 8
-
-
-def propose_deduction(_: str, seen: int) -> str:
-    if seen % 2 == 0:
-        return r1(fenced("python", "def f(x):\n    return x * 2") + "\n" + fenced("input", str(seen + 1)))
-    return r1(fenced("python", "import random\ndef f(x):\n    return random.random()") + "\n" + fenced("input", "1"))
 
 
 def propose_abduction(_: str, seen: int) -> str:
     if seen % 2 == 0:
         return r1(fenced("python", "def f(a, b):\n    return a + b") + "\n" + fenced("input", f"1, {seen + 10}"))
     return "I forgot the template entirely."
-
-
-def propose_induction(_: str, seen: int) -> str:
-    inputs = "\n".join(fenced("input", str(10 * seen + k)) for k in range(1, 11))
-    return r1(inputs + "\n" + fenced("message", "look at the numbers"))
 
 
 def solve_deduction(instruction: str, seen: int) -> str:
@@ -56,10 +46,6 @@ def solve_abduction(instruction: str, seen: int) -> str:
     if "a + b" in program:
         return r1(fenced("input", f"0, {output}" if seen % 2 == 0 else f"0, {int(output) + 1}"))
     return r1(fenced("input", output))
-
-
-def solve_induction(_: str, seen: int) -> str:
-    return r1(fenced("python", "def f(x):\n    return x * 2"))
 
 
 SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
