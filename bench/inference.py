@@ -78,7 +78,8 @@ def speed(args: argparse.Namespace) -> None:
 def proposals(args: argparse.Namespace) -> None:
     """Sample deduction proposals, parse and validate them; print each outcome and the counts."""
     from executor_svc.executor import Executor
-    from services.algorithm.parsing import ParseFailed, parse_deduction_proposal
+    from services.algorithm.parsing import ProgramProposal, read_response
+    from services.algorithm.task_types import Role, TaskType
     from services.ports import SamplingParams
 
     engine = _engine(args.model, args.seed)
@@ -90,18 +91,19 @@ def proposals(args: argparse.Namespace) -> None:
     parsed, valid = 0, 0
     with Executor(workers=2) as executor:
         for index, completion in enumerate(out):
-            proposal = parse_deduction_proposal(completion.text)
-            if isinstance(proposal, ParseFailed):
+            reading = read_response(TaskType.DEDUCTION, Role.PROPOSE, completion.text)
+            proposal = reading.extracted
+            if not isinstance(proposal, ProgramProposal):
                 print(json.dumps({"sample": index, "tokens": len(completion.output_ids),
-                                  "finish": completion.finish_reason, "parse": proposal.reason.value,
-                                  "detail": proposal.detail, "text": completion.text}))
+                                  "finish": completion.finish_reason, "format_ok": reading.format_ok,
+                                  "parse": reading.failure, "text": completion.text}))
                 continue
             parsed += 1
-            result = executor.validate_proposal(proposal.program.source, proposal.input)
+            result = executor.validate_proposal(proposal.program, proposal.input)
             valid += result.status.value == "ok"
             print(json.dumps({"sample": index, "tokens": len(completion.output_ids), "finish": completion.finish_reason,
-                              "parse": "ok", "validation": result.status.value, "output": result.output,
-                              "program": proposal.program.source, "input": proposal.input}))
+                              "format_ok": reading.format_ok, "parse": "ok", "validation": result.status.value,
+                              "output": result.output, "program": proposal.program, "input": proposal.input}))
     print(json.dumps({"model": args.model, "n": args.n, "parsed": parsed, "valid": valid,
                       "generation_wall_s": round(wall, 1),
                       "tokens": sum(len(c.output_ids) for c in out)}))

@@ -13,7 +13,9 @@ Decisions:
 - A worker lost during a request is replaced and the request retried once; lost again -> `crashed`. A worker that
   cannot start -> `sandbox_error`. See worker_pool.py.
 - Answers: deduction compares eval(gold) == eval(answer) in the sandbox (texts when neither side is an expression);
-  abduction runs f(answer) and compares with eval(gold) in the program's names, and the answer must be plain data;
+  abduction runs f(answer) and compares with eval(gold) in the program's names; the answer is held to the rules the
+  gold input met when the task was validated (the static argument check, any value f accepts: a class instance of
+  the program, a namedtuple, an iterator), so a task whose gold input is such a value stays solvable (§3.3.4);
   induction runs the agent's program on every hidden input (it gets the static program check first).
 """
 
@@ -209,12 +211,12 @@ class Executor:
 
     @_recorded("check_abduction")
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
-        """f(answer) == eval(gold) in the sandbox; the answer must be plain data."""
+        """f(answer) == eval(gold) in the sandbox; the answer passes the same checks as a gold input."""
         started = time.perf_counter()
-        for verdict in (static_check.check_program(program), static_check.check_arguments(agent_input, answer=True)):
+        for verdict in (static_check.check_program(program), static_check.check_arguments(agent_input)):
             if not verdict.passed:
                 return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        job = wire.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=True)
+        job = wire.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=False)
         return self._check([job], started)
 
     @_recorded("check_induction")

@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass, field
 
 from services.algorithm import thread_safe_ast
-from services.algorithm.parsing import binds_entry_function  # one rule for the parser and the executor
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES
 from services.execution import ExecStatus
 
@@ -166,6 +165,32 @@ class _Scanner(ast.NodeVisitor):
             if name not in self.bound:
                 self._flag(f"uses {name!r} (line {line})")
         return self.problem
+
+
+def binds_entry_function(tree: ast.Module) -> bool:
+    """Whether a module-level statement (also inside if/try/with/loops) binds `f`; the executor's rule."""
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if statement.name == ENTRY_FUNCTION:
+                return True
+            continue  # names bound inside a body are not module level
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            if any((alias.asname or alias.name) == ENTRY_FUNCTION for alias in statement.names):
+                return True
+            continue
+        for child in ast.iter_child_nodes(statement):
+            if isinstance(child, ast.stmt):
+                pending.append(child)
+            elif isinstance(child, ast.excepthandler):
+                pending.extend(child.body)
+            elif isinstance(child, ast.expr) and any(
+                isinstance(node, ast.Name) and node.id == ENTRY_FUNCTION and isinstance(node.ctx, ast.Store)
+                for node in ast.walk(child)
+            ):
+                return True
+    return False
 
 
 def check_program(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -> StaticVerdict:

@@ -16,7 +16,13 @@ from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import TaskType
 from services.ports import InferenceEngine, InferenceError, SamplingParams, TripletStore
 from services.rollouts.proposing import ProposeContext, propose
-from services.rollouts.wire import ProposeRequest, ProposeResponse, ReferenceIn
+from services.rollouts.wire import (
+    PromptTokensRequest,
+    PromptTokensResponse,
+    ProposeRequest,
+    ProposeResponse,
+    ReferenceIn,
+)
 
 from proposer_api.prometheus_metrics import ProposerMetrics
 
@@ -57,11 +63,20 @@ def build_propose_router(engine: InferenceEngine, store: TripletStore, settings:
                                                       temperature=settings.temperature, top_p=settings.top_p)
         num_inputs = request.num_inputs or settings.induction_inputs
         try:
-            proposals = await run_in_threadpool(propose, engine, request.task_type, contexts, sampling, num_inputs)
+            proposals = (await run_in_threadpool(propose, engine, {request.task_type: contexts}, sampling,
+                                                 num_inputs, settings.reject_multiple_functions))[request.task_type]
         except InferenceError as exc:
             raise HTTPException(503, f"inference failed: {exc}") from exc
         if metrics is not None:
             metrics.observe(proposals)
         return ProposeResponse(proposals=proposals, weight_version=engine.weight_version())
+
+    @router.post("/v1/prompt_tokens", response_model=PromptTokensResponse, dependencies=[Depends(require_token)],
+                 summary="Prompt lengths in tokens (the coordinator keeps prompts under max_prompt_tokens)")
+    async def prompt_tokens_route(request: PromptTokensRequest) -> PromptTokensResponse:
+        def count() -> list[int]:
+            return [len(engine.prompt_ids(instruction)) for instruction in request.instructions]
+
+        return PromptTokensResponse(tokens=await run_in_threadpool(count))
 
     return router

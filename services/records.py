@@ -13,8 +13,8 @@ from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import Role, TaskType
 
-RECORD_SCHEMA_VERSION = 1
-"""Bumped whenever the shape of the records below changes."""
+RECORD_SCHEMA_VERSION = 2
+"""Bumped whenever the shape of the records below changes (2: format verdicts beside the extracted task/answer)."""
 
 
 def _utcnow() -> datetime:
@@ -97,7 +97,8 @@ class Episode(BaseModel):
     policy_version: int
     text: str | None = None
     task_id: str | None = None
-    exec_status: str | None = None
+    exec_status: str | None = None  # the executor's status, or why nothing ran (an extraction or format failure)
+    format_ok: bool | None = None  # the response's Eq 6 format verdict (R1 template)
 
 
 class ProposedTask(BaseModel):
@@ -118,8 +119,10 @@ class Proposal(BaseModel):
     response_ids: list[int]
     behaviour_logprobs: list[float]
     text: str
-    task: ProposedTask | None = None  # None when the response did not parse
-    parse_failure: str | None = None  # services.algorithm.response_format.ParseFailure value
+    task: ProposedTask | None = None  # extracted whatever the format verdict; None when nothing could be extracted
+    parse_failure: str | None = None  # why no task was extracted (services.algorithm.response_format.ParseFailure)
+    format_ok: bool = True  # the response's Eq 6 format verdict; a valid task with a format error is stored, scored −1
+    format_failure: str | None = None  # why the format check failed (ParseFailure value)
     reference_ids: list[str] = Field(default_factory=list)  # buffer entries shown in the prompt
     weight_version: str  # policy version of the weights that sampled it
     finish_reason: str = "stop"
@@ -148,7 +151,8 @@ class Solution(BaseModel):
     behaviour_logprobs: list[float]
     text: str
     answer: str | None = None  # deduction: output text; abduction: input text; induction: program source
-    parse_failure: str | None = None
+    parse_failure: str | None = None  # why it is a format error: the format check's reason, or no code block
+    format_ok: bool = True  # the Eq 6 format verdict; an answer with a format error is never checked
     weight_version: str
     finish_reason: str = "stop"
     checked: bool = False

@@ -175,9 +175,12 @@ class Settings(BaseSettings):
     """PPO epochs per batch."""
     max_staleness: int = Field(1, ge=0)
     """Episodes generated more than this many policy versions ago are dropped by the trainer."""
-    seed_max_rounds: int = Field(4, ge=0)
-    """Buffer seeding with the base model gives up after this many propose rounds per phase (a weak model may never
-    reach B·S valid tasks; the run goes on with what it has)."""
+    seed_max_rounds: int = Field(50, ge=0)
+    """Buffer seeding proposes until each buffer holds B·S entries (§3.3.1), giving up after this many propose rounds
+    per phase (a weak model may never get there; the run then goes on with what it has, and says so)."""
+    reject_multiple_functions: bool = True
+    """Reading rule for deduction/abduction proposals: refuse a program with more than one `def` (nested and class
+    methods included), as the authors' Qwen scripts do; off, the first `def` is renamed to `f` (docs/reading-rules.md)."""
     seed_files: list[Path] = Field(default_factory=list)
     """Seed JSONL files (the authors' seed format or `azr validate` rows) imported into the buffers, validated by the
     executor, before a new run seeds with the model."""

@@ -2,8 +2,8 @@
 services/http_ops.py, in the same registry).
 
 Answers checked by the executor (`check: true`) are counted by outcome: `correct`, the executor's status of a wrong
-one (`wrong_answer`, `runtime_error`, `timeout`, ..., `sandbox_error` for an infrastructure fault), or
-`parse_failure` for an answer that did not parse (never run).
+one (`wrong_answer`, `runtime_error`, `timeout`, ...), `parse_failure` for a response with a format error (never
+run), or `sandbox_error` for an answer the executor failed on twice for infrastructure reasons.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from services.records import Solution
 CORRECT = "correct"
 """Outcome label of an answer the executor judged right."""
 PARSE_FAILURE = "parse_failure"
-"""Outcome label of an answer that did not parse (not run)."""
+"""Outcome label of an answer whose response fails the format check (not run)."""
 
 
 class SolverMetrics:
@@ -37,7 +37,7 @@ class SolverMetrics:
 
 def outcome_of(solution: Solution) -> str:
     """The outcome label of one checked answer."""
-    if solution.answer is None:
+    if not solution.format_ok or solution.answer is None:
         return PARSE_FAILURE
     if solution.correct:
         return CORRECT

@@ -13,14 +13,14 @@ from starlette.concurrency import run_in_threadpool
 
 from services.ports import CodeExecutor, InferenceEngine, InferenceError, SamplingParams
 from services.records import Solution
-from services.rollouts.solving import check_solution, solve
+from services.rollouts.solving import check_solution, checked_or_fault, solve
 from services.rollouts.wire import SolveRequest, SolveResponse
 from solver_api.prometheus_metrics import SolverMetrics
 
 
 def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, request: SolveRequest,
                      sampling: SamplingParams) -> list[list[Solution]]:
-    groups = solve(engine, request.task_type, request.tasks, sampling)
+    groups = solve(engine, {request.task_type: request.tasks}, sampling)[request.task_type]
     if not request.check:
         return groups
     if executor is None:
@@ -28,7 +28,8 @@ def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, req
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="azr-solve-check") as pool:
         futures = [[pool.submit(check_solution, executor, request.task_type, task, s) for s in group]
                    for task, group in zip(request.tasks, groups)]
-        return [[future.result() for future in group] for group in futures]
+        return [[checked_or_fault(future.result(), s) for future, s in zip(futures_group, group)]
+                for futures_group, group in zip(futures, groups)]
 
 
 def build_solve_router(engine: InferenceEngine, executor: CodeExecutor | None, settings: Any,

@@ -5,9 +5,12 @@ Layout of one micro-batch of b episodes (right padding everywhere):
 - ``response_positions``: [b, R], for response token k of row i the position whose logits predict it
   (prompt_len_i - 1 + k); R = the longest response. Only these positions go through the LM head, so a long prompt
   costs no [L, V] logits.
-- ``response_ids``, ``old_logprobs``, ``response_mask``: [b, R], response tokens in order, padding masked.
-- ``has_old_logprobs``: [b], False where the episode carried no behaviour logprobs (the update fills them in with the
-  current weights before any optimizer step).
+- ``response_ids``, ``response_mask``: [b, R], response tokens in order, padding masked.
+- ``behaviour_logprobs`` [b, R] and ``has_behaviour_logprobs`` [b]: what the inference engine reported for each
+  sampled token (absent for some episodes); used only to measure the engine/trainer mismatch.
+- ``old_logprobs`` [b, R] and ``has_old_logprobs`` [b]: π_old of the PPO ratio, recomputed by the policy itself in
+  the first epoch, before any optimizer step (as the authors do: the engine samples in another precision and
+  kernel, so its numbers would make the first ratio differ from 1); False until then.
 Micro-batches are formed from episodes sorted by length so rows of similar length share a pad length.
 """
 
@@ -35,6 +38,8 @@ class MicroBatch:
     response_positions: torch.Tensor
     response_ids: torch.Tensor
     response_mask: torch.Tensor
+    behaviour_logprobs: torch.Tensor
+    has_behaviour_logprobs: torch.Tensor
     old_logprobs: torch.Tensor
     has_old_logprobs: torch.Tensor
     advantages: torch.Tensor
@@ -101,8 +106,8 @@ def collate(episodes: Sequence[Episode], advantages: torch.Tensor, indices: Sequ
     positions = torch.zeros((b, resp_len), dtype=torch.long)
     response_ids = torch.full((b, resp_len), pad_id, dtype=torch.long)
     response_mask = torch.zeros((b, resp_len), dtype=torch.bool)
-    old_logprobs = torch.zeros((b, resp_len), dtype=torch.float32)
-    has_old = torch.zeros(b, dtype=torch.bool)
+    behaviour = torch.zeros((b, resp_len), dtype=torch.float32)
+    has_behaviour = torch.zeros(b, dtype=torch.bool)
     for row, e in enumerate(rows):
         p, r = len(e.prompt_ids), len(e.response_ids)
         input_ids[row, : p + r] = torch.tensor(e.prompt_ids + e.response_ids, dtype=torch.long)
@@ -111,12 +116,13 @@ def collate(episodes: Sequence[Episode], advantages: torch.Tensor, indices: Sequ
         response_ids[row, :r] = torch.tensor(e.response_ids, dtype=torch.long)
         response_mask[row, :r] = True
         if e.behaviour_logprobs is not None:
-            old_logprobs[row, :r] = torch.tensor(e.behaviour_logprobs, dtype=torch.float32)
-            has_old[row] = True
+            behaviour[row, :r] = torch.tensor(e.behaviour_logprobs, dtype=torch.float32)
+            has_behaviour[row] = True
     return MicroBatch(
         input_ids=input_ids, attention_mask=attention_mask, response_positions=positions,
-        response_ids=response_ids, response_mask=response_mask, old_logprobs=old_logprobs,
-        has_old_logprobs=has_old, advantages=advantages[list(indices)].to(torch.float32),
+        response_ids=response_ids, response_mask=response_mask, behaviour_logprobs=behaviour,
+        has_behaviour_logprobs=has_behaviour, old_logprobs=torch.zeros((b, resp_len), dtype=torch.float32),
+        has_old_logprobs=torch.zeros(b, dtype=torch.bool), advantages=advantages[list(indices)].to(torch.float32),
         episode_index=torch.tensor(list(indices), dtype=torch.long),
     )
 

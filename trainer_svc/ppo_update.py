@@ -1,9 +1,13 @@
 """One TRR++ PPO update: advantages per group (Eq 8), PPO-clip token-mean loss (Eq 9) with an entropy bonus,
 gradient accumulation over micro-batches, grad-norm clip, one AdamW step per PPO epoch.
 
-Behaviour log-probabilities come from the episodes; for an episode without them, the first epoch's log-probs under
-the current weights (detached: the value a no-grad pass with the same weights gives, without a second forward) are
-used, before any optimizer step, so its ratio starts at exactly 1.
+π_old of the PPO ratio is recomputed by the policy (as the authors' veRL trainer does before its update): the first
+epoch's log-probs under the current weights, detached (the value a no-grad pass with the same weights gives, without
+a second forward), taken before any optimizer step. So an on-policy batch starts at a ratio of exactly 1 whatever the
+inference engine reported; the engine's log-probs (the episodes' behaviour log-probs) only feed the mismatch metrics
+`logprob_mismatch_abs` (mean |log π_engine − log π_trainer| per token) and `logprob_mismatch_kl` (the k3 estimate of
+KL(π_engine || π_trainer), E[ρ − 1 − log ρ] with ρ = π_trainer / π_engine, over the engine's samples). For an episode
+several versions old the recomputed values are the current weights', the proximal policy of decoupled PPO.
 
 Under torchrun (``ranks`` set) the policy is FSDP-sharded (`fsdp_wrap`) and every rank runs ``update`` on the same
 batch: rank 0 announces it (`rank_commands`), the others receive it (`rank_follower`). Each rank trains on its share
@@ -23,7 +27,12 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from services.algorithm.objectives import broadcast_to_tokens, ppo_clip_loss, trr_plus_plus_advantages
+from services.algorithm.objectives import (
+    LOG_RATIO_CLAMP,
+    broadcast_to_tokens,
+    ppo_clip_loss,
+    trr_plus_plus_advantages,
+)
 from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
 from services.settings import Settings
@@ -51,6 +60,9 @@ class AccumulatedStats:
     clip_sum: float = 0.0
     kl_sum: float = 0.0
     ratio_max: float = 0.0
+    mismatch_tokens: int = 0  # response tokens with an engine log-prob (first epoch)
+    mismatch_abs_sum: float = 0.0
+    mismatch_kl_sum: float = 0.0
 
 
 def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
@@ -59,9 +71,10 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
     """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
 
     Each micro-batch contributes Σ_tokens ℓ_t / N with N = the response tokens of the whole batch, so the accumulated
-    gradient is the gradient of the full-batch token-mean. Fills ``old_logprobs`` in place (in the list) for rows
-    without behaviour logprobs. ``share``: the micro-batches this rank trains on (default: all) and its idle passes;
-    the sums in the returned stats cover the share only, ``tokens`` is N.
+    gradient is the gradient of the full-batch token-mean. In the first epoch (``old_logprobs`` not yet filled) the
+    detached log-probs of this pass become ``old_logprobs`` (in place, in the list) and are compared with the engine's
+    log-probs. ``share``: the micro-batches this rank trains on (default: all) and its idle passes; the sums in the
+    returned stats cover the share only, ``tokens`` is N.
     """
     token_count = total_response_tokens(micro_batches)
     stats = AccumulatedStats(tokens=token_count)
@@ -73,8 +86,9 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
             logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature)
         assert entropy is not None
         if not bool(mb.has_old_logprobs.all()):
-            filled = torch.where(mb.has_old_logprobs.unsqueeze(1), mb.old_logprobs, logprobs.detach())
-            micro_batches[index] = replace(cpu_mb, old_logprobs=filled.cpu(),
+            recomputed = logprobs.detach().float()
+            add_mismatch(stats, recomputed, mb)
+            micro_batches[index] = replace(cpu_mb, old_logprobs=recomputed.cpu(),
                                            has_old_logprobs=torch.ones_like(cpu_mb.has_old_logprobs))
             mb = micro_batches[index].to(device)
         advantages = broadcast_to_tokens(mb.advantages, mb.response_mask)
@@ -96,6 +110,17 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
     return stats
 
 
+def add_mismatch(stats: AccumulatedStats, recomputed: torch.Tensor, mb: MicroBatch) -> None:
+    """Add the engine/trainer log-prob differences of one micro-batch's response tokens to ``stats``."""
+    mask = mb.response_mask & mb.has_behaviour_logprobs.unsqueeze(1)
+    if not bool(mask.any()):
+        return
+    delta = (recomputed - mb.behaviour_logprobs)[mask]  # log ρ, ρ = π_trainer / π_engine
+    stats.mismatch_tokens += int(mask.sum())
+    stats.mismatch_abs_sum += float(delta.abs().sum())
+    stats.mismatch_kl_sum += float((delta.clamp(max=LOG_RATIO_CLAMP).exp() - 1.0 - delta).sum())
+
+
 def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf16: bool, temperature: float) -> None:
     """A forward and backward whose loss is 0 × a real one: FSDP's collectives run, the gradient gets nothing."""
     mb = cpu_mb.to(device)
@@ -107,11 +132,14 @@ def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf1
 def reduce_stats(stats: AccumulatedStats, ranks: RankInfo) -> AccumulatedStats:
     """The sums of every rank's share added up (``ratio_max``: the largest), as one process would have counted."""
     sums = all_reduce_floats([stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum, stats.clip_sum,
-                              stats.kl_sum], ranks, "sum")
+                              stats.kl_sum, stats.mismatch_tokens, stats.mismatch_abs_sum, stats.mismatch_kl_sum],
+                             ranks, "sum")
     (ratio_max,) = all_reduce_floats([stats.ratio_max], ranks, "max")
-    padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum = sums
+    padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl = sums
     return AccumulatedStats(tokens=stats.tokens, padded_tokens=round(padded), loss=loss, pg_loss=pg_loss,
-                            entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max)
+                            entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max,
+                            mismatch_tokens=round(mismatch_tokens), mismatch_abs_sum=mismatch_abs,
+                            mismatch_kl_sum=mismatch_kl)
 
 
 def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:
@@ -172,18 +200,23 @@ class PolicyTrainer:
         share = (whole_batch(len(micro_batches)) if self.ranks is None
                  else rank_share(len(micro_batches), self.ranks.rank, self.ranks.world_size))
         stats = AccumulatedStats()
+        first_epoch = AccumulatedStats()
         grad_norm = 0.0
-        for _ in range(s.ppo_epochs):
+        for epoch in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             stats = accumulate_gradients(self.forward_module, micro_batches, clip_eps=s.clip_eps,
                                          entropy_coef=s.entropy_coef, device=self.device, bf16=s.trainer_bf16,
                                          temperature=s.temperature, share=share)
+            if epoch == 0:
+                first_epoch = stats
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
             grad_norm = grad_norm_value(norm)
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.ranks is not None:
             stats = reduce_stats(stats, self.ranks)
+            first_epoch = stats if s.ppo_epochs == 1 else reduce_stats(first_epoch, self.ranks)
+        mismatch_tokens = first_epoch.mismatch_tokens
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - started
@@ -197,6 +230,9 @@ class PolicyTrainer:
             approx_kl=stats.kl_sum / tokens, ratio_max=stats.ratio_max, grad_norm=grad_norm, tokens=stats.tokens,
             padded_tokens=stats.padded_tokens, tokens_per_s=stats.tokens * s.ppo_epochs / max(elapsed, 1e-9),
             step_time_s=elapsed, peak_memory_mb=memory, memory_kind=kind, groups=group_stats(episodes),
+            logprob_mismatch_tokens=mismatch_tokens,
+            logprob_mismatch_abs=first_epoch.mismatch_abs_sum / mismatch_tokens if mismatch_tokens else None,
+            logprob_mismatch_kl=first_epoch.mismatch_kl_sum / mismatch_tokens if mismatch_tokens else None,
         )
         log.info("update step=%d episodes=%d loss=%.4f grad_norm=%.3f tokens/s=%.1f", report.step, report.episodes,
                  report.loss, report.grad_norm, report.tokens_per_s)

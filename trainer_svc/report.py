@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-UPDATE_REPORT_SCHEMA_VERSION = 1
-"""Bumped whenever UpdateReport's fields change."""
+UPDATE_REPORT_SCHEMA_VERSION = 2
+"""Bumped whenever UpdateReport's fields change (2: engine/trainer log-prob mismatch)."""
 
 
 class GroupStats(BaseModel):
@@ -42,3 +42,8 @@ class UpdateReport(BaseModel):
     peak_memory_mb: float = Field(description="CUDA: max allocated in this update; CPU: the process's peak RSS")
     memory_kind: str = Field(description="'cuda_max_allocated' or 'cpu_peak_rss'")
     groups: list[GroupStats]
+    logprob_mismatch_tokens: int = Field(0, description="response tokens that carried the engine's log-prob")
+    logprob_mismatch_abs: float | None = Field(
+        None, description="mean |log π_engine − log π_trainer| over those tokens, before the update (None: none)")
+    logprob_mismatch_kl: float | None = Field(
+        None, description="k3 estimate of KL(π_engine || π_trainer) per token over those tokens, before the update")

@@ -95,6 +95,18 @@ def propose_reward(solve_successes: Sequence[float | bool] | None, *, well_forme
     return composite_reward(learnability_reward(solve_successes), well_formed=True, passable=True)
 
 
+def reward_from_text(*, format_ok: bool, extracted: bool) -> float | None:
+    """The Eq 6 reward when the text alone decides it, else None (the executor must run first).
+
+    Either role earns −1 when its response fails the format check (a proposer whatever its task; a solver is then
+    never checked) or yields nothing to run (a proposer with no task to validate; an induction solver with no code
+    block); otherwise validity (proposer), learnability (Eq 4) or correctness (Eq 5) decide.
+    """
+    if not (format_ok and extracted):
+        return FORMAT_ERROR_REWARD
+    return None
+
+
 def solve_reward(correct: bool, *, well_formed: bool) -> float:
     """Eq 6 ∘ Eq 5 for a solver: 1 if right, −0.5 if well formed but wrong, −1 on a format error."""
     return composite_reward(solver_reward(correct), well_formed=well_formed, passable=bool(correct))

@@ -1,33 +1,27 @@
-"""The response format every model output must follow: the R1 tags (Fig 33) and fenced blocks (Figs 34-39). Pure.
+"""How a model response is read before any task-level parsing: the R1 template (Eq 6's format check) and the answer
+text. Pure: no I/O, nothing executed, and no function here raises on any `str`.
 
-Nothing here raises on any `str`, executes code, or does I/O. Task-level parsing lives in `parsing.py`.
+The rules are the authors' (their reward manager and `custom_evaluate.py`, as docs/reading-rules.md sets out), so a
+response earns the same format verdict and yields the same answer text here as in their trainer:
 
-Decisions (paper = Zhao et al. 2025; reference = the authors' code, /work/shared/reference/azr_reference_code.md §3):
+- The generation. The authors decode prompt + response without special tokens, split the text at "Assistant:" and
+  keep the part after the first one, stripped of whitespace and then of quote characters at both ends. Their prompt
+  ends with "Assistant: <think>" (Fig 33), so what they read is "<think>" followed by the response, cut before any
+  "Assistant:" the response itself writes (a model that goes on to play both sides of a dialogue). Instruct models
+  get the same reading: their chat prompt opens the assistant turn with "<think>" (services/inference/chat_codec).
+  Special-token texts (`<|im_end|>`, ...) are removed wherever they appear, as a decoder that skips them does.
+- Format (`format_ok`): the generation matches `(?s)<think>.*?</think>\\s*<answer>.*?</answer>` from its start:
+  somewhere a `</think>` followed by whitespace only and `<answer>`, and a `</answer>` after that. Text after
+  `</answer>` and tags mentioned inside the thinking are allowed; an empty thinking or answer is allowed. Tags are
+  case-sensitive.
+- Answer (`answer`): the text after the LAST `<answer>` up to the next `</answer>` (to the end when none follows),
+  stripped; "" when the generation has no `<answer>`. Answers are read whatever the format verdict: a proposal with a
+  format error can still be a valid task (it joins its buffer and still earns −1, §3.3.2).
+- `format_failure` names why the format check failed, for people and metrics; it never changes a verdict.
 
-R1 tags (`split_r1_response`). The prompt ends with "Assistant: <think>" (Fig 33), so a base model's completion starts
-*inside* the think block. A response may therefore begin either with the thinking text or with an explicit `<think>`
-(instruct models on their chat template, `prompts.r1_chat_messages`); surrounding whitespace is ignored. Pass the
-completion only, never prompt + completion. The format is strict: exactly
-
-    [ws] [<think>] THINKING </think> [ws] <answer> ANSWER </answer> [ws / end-of-sequence markers]
-
-- the four tags are case-sensitive literals and each appears exactly once (`<think>` at most once, and only first);
-  a tag anywhere else, also mentioned inside the thinking or the answer, is `malformed_tags`: one unambiguous answer
-  per response and no way to smuggle a second one in. The reference's format regex is looser
-  (`<think>.*?</think>\\s*<answer>.*?</answer>` with anything after, and the answer taken after the *last* `<answer>`);
-- only whitespace between `</think>` and `<answer>` (as in the reference's `\\s*`);
-- nothing but whitespace and end-of-sequence markers (`EOS_MARKERS`, in case the decoder kept special tokens) after
-  `</answer>`: the model must stop when it has answered (`trailing_text`; the reference allows trailing text);
-- an empty thinking is allowed (the reference's `.*?` allows it); an answer that is empty after stripping is not.
-Reasons are checked in this order: no_think; malformed_tags for the think block (also an answer tag inside it);
-no_answer; malformed_tags for the answer block; unclosed_answer; trailing_text; empty_answer.
-
-Fenced blocks (`find_fenced_blocks`). An opening fence is a run of >= 3 backticks plus an optional language tag
-(ASCII letters, digits, `_+#.-`) written right after it, anywhere in a line (the paper's own prompts write fences
-inline, e.g. "Format your code with: ```python"); the tag is compared case-insensitively. Inside a block, the next
-fence closes it; if that fence carries a tag it also opens a new block, so "```python ... ```input ..." yields two
-blocks and a stray inline fence before a tagged one does no harm. A block left open runs to the end of the text
-(`closed=False`): the answer tags already bound it, so a forgotten closing fence costs nothing.
+Learnability samples (the n solver samples that estimate a proposal's solve rate, Eq 4) are read by
+`learnability_answer_text`: the authors take their answer from the decoded response alone, with no split at
+"Assistant:" and no quote stripping, and check it whatever its format.
 """
 
 from __future__ import annotations
@@ -39,131 +33,97 @@ from enum import StrEnum
 __all__ = [
     "ANSWER_CLOSE",
     "ANSWER_OPEN",
-    "EOS_MARKERS",
+    "SPECIAL_TOKEN_TEXTS",
+    "SPLITTER",
     "THINK_CLOSE",
     "THINK_OPEN",
-    "FencedBlock",
-    "ParseFailed",
+    "Generation",
     "ParseFailure",
-    "R1Response",
-    "find_fenced_blocks",
-    "split_r1_response",
+    "extract_answer",
+    "learnability_answer_text",
+    "read_generation",
+    "remove_special_tokens",
 ]
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 ANSWER_OPEN = "<answer>"
 ANSWER_CLOSE = "</answer>"
-_TAGS = (THINK_OPEN, THINK_CLOSE, ANSWER_OPEN, ANSWER_CLOSE)
+SPLITTER = "Assistant:"
+"""The authors' `reward_fn.splitter`: the generation is what follows the prompt's "Assistant:"."""
 
-EOS_MARKERS: tuple[str, ...] = ("<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "</s>")
-"""End-of-sequence texts (Qwen, Llama, SmolLM2, ...) tolerated after `</answer>` when a decoder keeps special tokens."""
+SPECIAL_TOKEN_TEXTS: tuple[str, ...] = (
+    "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|end_of_text|>", "<|begin_of_text|>", "<|eot_id|>",
+    "<|start_header_id|>", "<|end_header_id|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|file_sep|>", "<|repo_name|>", "<s>", "</s>",
+)
+"""Special-token texts of the model families we serve (Qwen2.5, Llama 3, SmolLM2); a decoder with
+`skip_special_tokens=True` never emits them, a hand-made JSONL row may hold them."""
 
-_FENCE = re.compile(r"`{3,}([A-Za-z0-9_+#.\-]*)")
+_FORMAT = re.compile(r"(?s)<think>.*?</think>\s*<answer>.*?</answer>")
+_THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")
 
 
 class ParseFailure(StrEnum):
-    """Why a response is not well formed (Eq 6 format error). Values are stable: they are stored and counted."""
+    """Why a response is not well formed (Eq 6) or yields no task / answer. Values are stored and counted."""
 
-    NO_THINK = "no_think"  # no `</think>`: the think block never closes (often: cut off at max length)
-    NO_ANSWER = "no_answer"  # the think block closes but no `<answer>` follows
-    UNCLOSED_ANSWER = "unclosed_answer"  # `<answer>` without `</answer>` (often: cut off at max length)
-    MALFORMED_TAGS = "malformed_tags"  # a tag repeated, out of order, nested, or text between `</think>` and `<answer>`
-    TRAILING_TEXT = "trailing_text"  # something other than whitespace / EOS markers after `</answer>`
-    EMPTY_ANSWER = "empty_answer"  # the answer block holds only whitespace
-    MISSING_CODE_BLOCK = "missing_code_block"  # no non-empty ```python (or untagged) block
-    MISSING_INPUT_BLOCK = "missing_input_block"  # no non-empty ```input block where one is required
-    MISSING_OUTPUT_BLOCK = "missing_output_block"  # deduction solver: no ```output block, and the answer has fences
-    MISSING_MESSAGE = "missing_message"  # induction proposer: no non-empty ```message block
-    WRONG_INPUT_COUNT = "wrong_input_count"  # induction proposer: fewer non-empty ```input blocks than required
-    NO_ENTRY_FUNCTION = "no_entry_function"  # the program parses but binds no top-level `f`
+    NO_THINK = "no_think"  # no `</think>` (often: cut off at the token limit)
+    NO_ANSWER = "no_answer"  # `</think>` but no `<answer>` anywhere
+    MALFORMED_TAGS = "malformed_tags"  # `<answer>` exists but never right after a `</think>` (text between them)
+    UNCLOSED_ANSWER = "unclosed_answer"  # `</think>` + `<answer>` but no `</answer>` after it (often: cut off)
+    MISSING_CODE_BLOCK = "missing_code_block"  # no fenced block in the answer where a program is required
+    NO_FUNCTION_DEF = "no_function_def"  # the (first) code block holds no `def name(`
+    MULTIPLE_FUNCTIONS = "multiple_functions"  # more than one `def` in the code block (the authors' Qwen setting)
+    MISSING_INPUT_BLOCK = "missing_input_block"  # proposer: no ```input block and no `# Input:` line
+    WRONG_INPUT_COUNT = "wrong_input_count"  # induction proposer: fewer ```input blocks than required
+    MISSING_MESSAGE = "missing_message"  # induction proposer: no ```message block, <message> tag or `# Message:`
 
 
 @dataclass(frozen=True)
-class ParseFailed:
-    """A response that could not be parsed: the reason and a short human-readable detail."""
+class Generation:
+    """A response as the authors' reward code reads it."""
 
-    reason: ParseFailure
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class R1Response:
-    """A well-formed R1 response: the thinking and the answer text, both stripped of surrounding whitespace."""
-
-    thinking: str
-    answer: str
-    explicit_think_open: bool  # whether the response itself wrote `<think>` (else it began inside the block)
+    text: str  # "<think>" + response, cut at "Assistant:", stripped of whitespace and quotes
+    format_ok: bool  # Eq 6 template check (module docstring)
+    format_failure: ParseFailure | None  # why not, when not
+    answer: str  # text of the last <answer> block ("" when there is no <answer>)
+    has_answer: bool  # whether the generation holds an <answer> at all
 
 
-@dataclass(frozen=True)
-class FencedBlock:
-    """One fenced block: its language tag (lower case, "" if none), its raw content, whether a fence closed it."""
-
-    tag: str
-    content: str
-    closed: bool
-
-
-def _strip_end_markers(text: str) -> str:
-    """`text` without trailing whitespace and trailing end-of-sequence markers (repeated, in any order)."""
-    stripped = text.rstrip()
-    while True:
-        for marker in EOS_MARKERS:
-            if stripped.endswith(marker):
-                stripped = stripped[: -len(marker)].rstrip()
-                break
-        else:
-            return stripped
+def remove_special_tokens(text: str) -> str:
+    """`text` without any special-token text (what decoding with `skip_special_tokens=True` gives)."""
+    for token in SPECIAL_TOKEN_TEXTS:
+        if token in text:
+            text = text.replace(token, "")
+    return text
 
 
-def split_r1_response(response: str) -> R1Response | ParseFailed:
-    """Check the R1 format (Fig 33) strictly, as the module docstring says, and split thinking from answer."""
-    body = _strip_end_markers(response).lstrip()
-    explicit_open = body.startswith(THINK_OPEN)
-    if explicit_open:
-        body = body[len(THINK_OPEN) :]
-    counts = {tag: body.count(tag) for tag in _TAGS}
-    if counts[THINK_CLOSE] == 0:
-        return ParseFailed(ParseFailure.NO_THINK, "no </think> closes the think block")
-    if counts[THINK_OPEN] > 0 or counts[THINK_CLOSE] > 1:
-        return ParseFailed(ParseFailure.MALFORMED_TAGS, "more than one think block, or <think> not at the start")
-    think_end = body.index(THINK_CLOSE)
-    thinking, after_think = body[:think_end], body[think_end + len(THINK_CLOSE) :]
-    if ANSWER_OPEN in thinking or ANSWER_CLOSE in thinking:
-        return ParseFailed(ParseFailure.MALFORMED_TAGS, "an answer tag inside the think block")
-    if counts[ANSWER_OPEN] == 0:
-        return ParseFailed(ParseFailure.NO_ANSWER, "no <answer> after </think>")
-    if counts[ANSWER_OPEN] > 1 or counts[ANSWER_CLOSE] > 1:
-        return ParseFailed(ParseFailure.MALFORMED_TAGS, "more than one answer block")
-    after_think = after_think.lstrip()
-    if not after_think.startswith(ANSWER_OPEN):
-        return ParseFailed(ParseFailure.MALFORMED_TAGS, "text between </think> and <answer>")
-    after_open = after_think[len(ANSWER_OPEN) :]
-    if counts[ANSWER_CLOSE] == 0:
-        return ParseFailed(ParseFailure.UNCLOSED_ANSWER, "no </answer> closes the answer block")
-    answer_end = after_open.index(ANSWER_CLOSE)
-    if after_open[answer_end + len(ANSWER_CLOSE) :].strip():
-        return ParseFailed(ParseFailure.TRAILING_TEXT, "text after </answer>")
-    answer = after_open[:answer_end].strip()
-    if not answer:
-        return ParseFailed(ParseFailure.EMPTY_ANSWER, "the answer block is empty")
-    return R1Response(thinking=thinking.strip(), answer=answer, explicit_think_open=explicit_open)
+def extract_answer(text: str) -> str:
+    """After the last `<answer>`, up to the next `</answer>` (or the end), stripped; "" without `<answer>`."""
+    if ANSWER_OPEN not in text:
+        return ""
+    return text.split(ANSWER_OPEN)[-1].split(ANSWER_CLOSE)[0].strip()
 
 
-def find_fenced_blocks(text: str) -> tuple[FencedBlock, ...]:
-    """Every fenced block of `text`, in order, by the fence grammar of the module docstring. Content is raw."""
-    blocks: list[FencedBlock] = []
-    open_tag: str | None = None
-    content_start = 0
-    for fence in _FENCE.finditer(text):
-        tag = fence.group(1).lower()
-        if open_tag is not None:
-            blocks.append(FencedBlock(open_tag, text[content_start : fence.start()], closed=True))
-            if not tag:
-                open_tag = None
-                continue
-        open_tag, content_start = tag, fence.end()
-    if open_tag is not None:
-        blocks.append(FencedBlock(open_tag, text[content_start:], closed=False))
-    return tuple(blocks)
+def _format_failure(text: str) -> ParseFailure | None:
+    if _FORMAT.match(text):
+        return None
+    if THINK_CLOSE not in text:
+        return ParseFailure.NO_THINK
+    if not _THINK_THEN_ANSWER.search(text):
+        return ParseFailure.MALFORMED_TAGS if ANSWER_OPEN in text else ParseFailure.NO_ANSWER
+    return ParseFailure.UNCLOSED_ANSWER
+
+
+def read_generation(response: str) -> Generation:
+    """Read a response (the completion only, never prompt + completion) as the module docstring says."""
+    body = remove_special_tokens(response).split(SPLITTER, 1)[0]
+    text = (THINK_OPEN + body).strip().strip("\"'")
+    failure = _format_failure(text)
+    return Generation(text=text, format_ok=failure is None, format_failure=failure, answer=extract_answer(text),
+                      has_answer=ANSWER_OPEN in text)
+
+
+def learnability_answer_text(response: str) -> str:
+    """The answer text of a learnability sample: `extract_answer` of the decoded response itself."""
+    return extract_answer(remove_special_tokens(response))

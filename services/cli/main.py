@@ -8,6 +8,7 @@ from executor_svc.cli import validate, worker_app
 from services.cli.config_cmd import config_app
 from services.cli.coordinator_cmd import coordinator
 from services.cli.db_cmd import db_app
+from services.cli.parse_cmd import parse
 from services.cli.eval_cmd import eval_app
 from services.cli.plot_cmd import plot
 from services.cli.run_cmd import run
@@ -32,3 +33,4 @@ app.add_typer(db_app, name="db")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(eval_app, name="eval")
 app.command("plot")(plot)
+app.command("parse")(parse)

@@ -111,8 +111,9 @@ class EmbeddedRun:
             trainer = InProcessTrainer(loaded=self.loaded, settings=settings, queue=self.queue,
                                        applied=open_applied_episode_log(settings), engines=[self.engine],
                                        board=self.board)
+            rollouts = EngineRollouts(self.engine, reject_multiple_functions=settings.reject_multiple_functions)
             self.step_runner = SelfPlayStep(run_id=settings.run_id, store=self.store, executor=self.executor,
-                                            rollouts=EngineRollouts(self.engine), episodes=self.queue,
+                                            rollouts=rollouts, episodes=self.queue,
                                             config=StepConfig.from_settings(settings),
                                             executor_parallelism=settings.coordinator_executor_parallelism)
             self.closers.append(self.step_runner.close)

@@ -1,11 +1,13 @@
 """Rollouts through the proposer and solver APIs (the distributed profile's coordinator → `POST /v1/propose`,
-`POST /v1/solve`). Transient failures (connection errors, 502/503/504) are retried with backoff; anything else
-is raised with the API's reason."""
+`POST /v1/solve`). The requests of one phase (one per task type, and per chunk of tasks) go out concurrently, so the
+SGLang servers behind the APIs batch them together. Transient failures (connection errors, 502/503/504) are
+retried with backoff; anything else is raised with the API's reason."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import httpx
 
@@ -13,10 +15,20 @@ from services.algorithm.task_types import TaskType
 from services.ports import SamplingParams
 from services.records import Proposal, SolveTask, Solution
 from services.rollouts.proposing import ProposeContext
-from services.rollouts.wire import (MAX_TASKS_PER_REQUEST, ProposeRequest, ProposeResponse, ReferenceIn, SolveRequest,
-                                   SolveResponse)
+from services.rollouts.wire import (
+    MAX_INSTRUCTIONS_PER_REQUEST,
+    MAX_TASKS_PER_REQUEST,
+    PromptTokensRequest,
+    PromptTokensResponse,
+    ProposeRequest,
+    ProposeResponse,
+    ReferenceIn,
+    SolveRequest,
+    SolveResponse,
+)
 
 RETRYABLE_STATUS = {502, 503, 504}
+T = TypeVar("T")
 
 
 class RolloutApiError(RuntimeError):
@@ -27,32 +39,42 @@ class HttpRollouts:
     """Rollouts over HTTP; implements services.coordinator.rollout_port.Rollouts."""
 
     def __init__(self, proposer_url: str, solver_url: str, token: str, *, timeout_s: float = 3600.0,
-                 retries: int = 4, backoff_s: float = 1.0) -> None:
+                 retries: int = 4, backoff_s: float = 1.0, max_concurrent_requests: int = 16) -> None:
         self.proposer_url, self.solver_url = proposer_url.rstrip("/"), solver_url.rstrip("/")
         self.retries, self.backoff_s = retries, backoff_s
+        self.max_concurrent_requests = max_concurrent_requests
         self.client = httpx.Client(timeout=timeout_s, headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
         self.client.close()
 
-    def propose(self, task_type: TaskType, contexts: Sequence[ProposeContext], sampling: SamplingParams,
-                num_inputs: int) -> list[Proposal]:
-        if not contexts:
-            return []
-        references = [[ReferenceIn(id=rid or None, program=r.program, input=r.input, output=r.output)
-                       for r, rid in zip(c.references, list(c.reference_ids) + [""] * len(c.references))]
-                      for c in contexts]
-        request = ProposeRequest(task_type=task_type, count=len(contexts), references=references,
-                                 sampling=sampling, num_inputs=num_inputs)
-        body = self._post(f"{self.proposer_url}/v1/propose", request.model_dump(mode="json"))
-        return ProposeResponse.model_validate(body).proposals
+    def propose(self, contexts: Mapping[TaskType, Sequence[ProposeContext]], sampling: SamplingParams,
+                num_inputs: int) -> dict[TaskType, list[Proposal]]:
+        """One `POST /v1/propose` per task type, sent concurrently."""
+        def one(task_type: TaskType) -> list[Proposal]:
+            group = contexts[task_type]
+            if not group:
+                return []
+            references = [[ReferenceIn(id=rid or None, program=r.program, input=r.input, output=r.output)
+                           for r, rid in zip(c.references, list(c.reference_ids) + [""] * len(c.references))]
+                          for c in group]
+            request = ProposeRequest(task_type=task_type, count=len(group), references=references,
+                                     sampling=sampling, num_inputs=num_inputs)
+            body = self._post(f"{self.proposer_url}/v1/propose", request.model_dump(mode="json"))
+            return ProposeResponse.model_validate(body).proposals
 
-    def solve(self, task_type: TaskType, tasks: Sequence[SolveTask], sampling: SamplingParams) -> list[list[Solution]]:
-        """`sampling.n` solutions per task; more tasks than one request may carry (an evaluation's rows) go in
-        consecutive requests of at most MAX_TASKS_PER_REQUEST."""
-        groups: list[list[Solution]] = []
-        for start in range(0, len(tasks), MAX_TASKS_PER_REQUEST):
-            chunk = list(tasks[start:start + MAX_TASKS_PER_REQUEST])
+        types = list(contexts)
+        return dict(zip(types, self._concurrently([lambda t=t: one(t) for t in types])))
+
+    def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
+              sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
+        """`sampling.n` solutions per task: one `POST /v1/solve` per task type and per MAX_TASKS_PER_REQUEST tasks
+        (an evaluation's rows), all sent concurrently."""
+        calls: list[tuple[TaskType, list[SolveTask]]] = [
+            (task_type, list(group[start:start + MAX_TASKS_PER_REQUEST]))
+            for task_type, group in tasks.items() for start in range(0, len(group), MAX_TASKS_PER_REQUEST)]
+
+        def one(task_type: TaskType, chunk: list[SolveTask]) -> list[list[Solution]]:
             request = SolveRequest(task_type=task_type, tasks=chunk, n=sampling.n,
                                    sampling=sampling.model_copy(update={"n": 1}), check=False)
             body = self._post(f"{self.solver_url}/v1/solve", request.model_dump(mode="json"))
@@ -60,8 +82,36 @@ class HttpRollouts:
             if len(solutions) != len(chunk):
                 raise RolloutApiError(f"{self.solver_url}/v1/solve answered {len(solutions)} solution groups for "
                                       f"{len(chunk)} tasks")
-            groups += solutions
-        return groups
+            return solutions
+
+        answers = self._concurrently([lambda t=t, c=c: one(t, c) for t, c in calls])
+        out: dict[TaskType, list[list[Solution]]] = {task_type: [] for task_type in tasks}
+        for (task_type, _), groups in zip(calls, answers):
+            out[task_type] += groups
+        return out
+
+    def _concurrently(self, calls: Sequence[Callable[[], T]]) -> list[T]:
+        """Run the calls on threads (at most `max_concurrent_requests` at once); results in order."""
+        if len(calls) <= 1:
+            return [call() for call in calls]
+        with ThreadPoolExecutor(max_workers=min(len(calls), self.max_concurrent_requests),
+                                thread_name_prefix="azr-rollout-http") as pool:
+            return list(pool.map(lambda call: call(), calls))
+
+    def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
+        """Prompt lengths counted by the proposer API with the served model's tokenizer (`POST /v1/prompt_tokens`)."""
+        if not instructions:
+            return []
+        lengths: list[int] = []
+        for start in range(0, len(instructions), MAX_INSTRUCTIONS_PER_REQUEST):
+            chunk = list(instructions[start:start + MAX_INSTRUCTIONS_PER_REQUEST])
+            body = self._post(f"{self.proposer_url}/v1/prompt_tokens",
+                              PromptTokensRequest(instructions=chunk).model_dump(mode="json"))
+            counted = PromptTokensResponse.model_validate(body).tokens
+            if len(counted) != len(chunk):
+                raise RolloutApiError(f"/v1/prompt_tokens answered {len(counted)} lengths for {len(chunk)} prompts")
+            lengths += counted
+        return lengths
 
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
         failure = ""

@@ -61,6 +61,11 @@ class CoordinatorMetrics:
                                  ["task_type", "outcome", "status"], registry=r)
         self.episodes = Counter("azr_coordinator_episodes", "Episodes published to the trainer",
                                 ["task_type", "role"], registry=r)
+        self.dropped = Counter("azr_coordinator_dropped", "Episodes (role propose/solve) and learnability samples "
+                               "(role learnability) dropped after the executor failed twice for infrastructure "
+                               "reasons: never scored", ["task_type", "role"], registry=r)
+        self.format_failures = Counter("azr_coordinator_format_failures", "Responses that failed the Eq 6 format "
+                                       "check, by reason", ["task_type", "role", "reason"], registry=r)
         self.valid_rate = Gauge("azr_coordinator_valid_rate_ratio",
                                 "Share of the last step's proposals the executor accepted", ["task_type"], registry=r)
         self.solve_rate = Gauge("azr_coordinator_solve_rate_ratio",
@@ -124,6 +129,10 @@ class CoordinatorMetrics:
                 self.proposals.labels(labels[0], outcome, labels[2]).inc(value)
             elif prefix == "parse_failures" and len(labels) == 2:
                 self.proposals.labels(labels[0], "parse_failure", labels[1]).inc(value)
+            elif prefix == "dropped" and len(labels) == 2:
+                self.dropped.labels(*labels).inc(value)
+            elif prefix == "format_failures" and len(labels) == 3:
+                self.format_failures.labels(*labels).inc(value)
         # A group absent from this step must not keep an older step's value (removed after the new values are set,
         # so a concurrent scrape never sees the gauges empty).
         for prefix, labels in self._last_step_series - now_set:

@@ -6,7 +6,7 @@ The periodic CRUXEval evaluation (services/evaluation) runs on the same port, th
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from services.algorithm.task_types import TaskType
 from services.ports import InferenceEngine, SamplingParams
@@ -21,25 +21,39 @@ def greedy_sampling(max_new_tokens: int) -> SamplingParams:
 
 
 class Rollouts(Protocol):
-    """Generation for both roles; parsing included, checking not (the coordinator checks through its executor)."""
+    """Generation for both roles; reading included, checking not (the coordinator checks through its executor).
 
-    def propose(self, task_type: TaskType, contexts: Sequence[ProposeContext], sampling: SamplingParams,
-                num_inputs: int) -> list[Proposal]:
-        """One proposal per context, in order."""
+    Each call takes the work of every task type at once, so a phase of a step is one batched generation (the local
+    engine decodes all rows together; the HTTP adapter sends the types' requests concurrently)."""
 
-    def solve(self, task_type: TaskType, tasks: Sequence[SolveTask], sampling: SamplingParams) -> list[list[Solution]]:
-        """`sampling.n` solutions per task, in task order."""
+    def propose(self, contexts: Mapping[TaskType, Sequence[ProposeContext]], sampling: SamplingParams,
+                num_inputs: int) -> dict[TaskType, list[Proposal]]:
+        """One proposal per context, in order, for each task type given."""
+
+    def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
+              sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
+        """`sampling.n` solutions per task, in task order, for each task type given."""
+
+    def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
+        """The length in tokens of the full prompt (R1 wrapper or chat template included) of each task instruction."""
 
 
 class EngineRollouts:
-    """Rollouts on an in-process InferenceEngine (the embedded profile; also what the HTTP APIs run)."""
+    """Rollouts on an in-process InferenceEngine (the embedded profile; also what the HTTP APIs run).
 
-    def __init__(self, engine: InferenceEngine) -> None:
+    `reject_multiple_functions`: the proposer reading rule (services/algorithm/parsing.py), from the settings."""
+
+    def __init__(self, engine: InferenceEngine, *, reject_multiple_functions: bool = True) -> None:
         self.engine = engine
+        self.reject_multiple_functions = reject_multiple_functions
 
-    def propose(self, task_type: TaskType, contexts: Sequence[ProposeContext], sampling: SamplingParams,
-                num_inputs: int) -> list[Proposal]:
-        return propose(self.engine, task_type, contexts, sampling, num_inputs)
+    def propose(self, contexts: Mapping[TaskType, Sequence[ProposeContext]], sampling: SamplingParams,
+                num_inputs: int) -> dict[TaskType, list[Proposal]]:
+        return propose(self.engine, contexts, sampling, num_inputs, self.reject_multiple_functions)
 
-    def solve(self, task_type: TaskType, tasks: Sequence[SolveTask], sampling: SamplingParams) -> list[list[Solution]]:
-        return solve(self.engine, task_type, tasks, sampling)
+    def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
+        return [len(self.engine.prompt_ids(instruction)) for instruction in instructions]
+
+    def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
+              sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
+        return solve(self.engine, tasks, sampling)

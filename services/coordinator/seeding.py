@@ -1,25 +1,36 @@
 """Buffer initialisation (§3.3.1): the zero triplet, then B×S triplets and B×S induction tasks from the base model.
 
 Seeding proposes with the current (base) weights and makes no update; valid proposals are stored with source
-`seed` at step 0. D_abd and D_ded are seeded together ("D_abd = D_ded"): every valid deduction or abduction
-proposal goes into both. A weak model may never reach the target: seeding gives up after `max_rounds` rounds per
-phase and says so in its report (the run goes on with what it has; `azr seeds import` fills buffers from a file).
+`seed` at step 0, their programs stripped of comments and global variables first (§3.3.1, App. C). D_abd and D_ded
+are seeded together ("D_abd = D_ded"): every valid deduction or abduction proposal goes into both. Seeding goes on
+until the target is reached, as the paper says, reporting every round; a weak model may never get there, so it gives
+up after `max_rounds` rounds per phase (`AZR_SEED_MAX_ROUNDS`) and says so, naming that setting (the run goes on
+with what it has; `azr seeds import` or `--seed-file` fill buffers from a file).
 """
 
 from __future__ import annotations
 
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from services.algorithm.task_types import TaskType
+from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.rollout_port import Rollouts
-from services.coordinator.step import ProposalRound, StepConfig
+from services.coordinator.step_config import StepConfig
 from services.coordinator.step_metrics import PhaseTimer
 from services.ports import CodeExecutor, TripletStore
 from services.records import Triplet, TripletSource
 
 ProgressCallback = Callable[[str], None]
+BOUND_SETTING = "AZR_SEED_MAX_ROUNDS"
+
+
+def _round_line(phase: str, rounds: int, max_rounds: int, counts: str, valid: int, proposed: int,
+                began: float) -> str:
+    return (f"seeding {phase} round {rounds} (at most {max_rounds}): {counts}; this round {valid}/{proposed} "
+            f"proposals valid; {time.perf_counter() - began:.0f}s so far")
 
 
 def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollouts, config: StepConfig,
@@ -30,33 +41,44 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
     timer = PhaseTimer()
     report: dict[str, Any] = {"target": target}
     say = progress or (lambda _message: None)
+    began = time.perf_counter()
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="azr-seeding") as pool:
         round_ = ProposalRound(store=store, executor=executor, rollouts=rollouts, config=config, pool=pool,
                                timer=timer)
         rounds = 0
         while min(store.count(TaskType.DEDUCTION), store.count(TaskType.ABDUCTION)) < target and rounds < max_rounds:
             rounds += 1
-            for task_type in (TaskType.DEDUCTION, TaskType.ABDUCTION):
-                _, futures, _ = round_.generate(task_type, config.batch_size, rng, step=0, policy_version=policy_version,
-                                             source=TripletSource.SEED)
+            valid = proposed = 0
+            pending = round_.generate((TaskType.DEDUCTION, TaskType.ABDUCTION), config.batch_size, rng, step=0,
+                                      policy_version=policy_version, source=TripletSource.SEED, strip=True)
+            for task_type, (_, futures, _) in pending.items():
                 _, entries, _ = round_.store_valid(futures)
+                valid, proposed = valid + len(entries), proposed + len(futures)
                 for entry in entries:  # D_abd = D_ded: a valid triplet seeds both buffers
                     assert isinstance(entry, Triplet)
                     other = TaskType.ABDUCTION if task_type is TaskType.DEDUCTION else TaskType.DEDUCTION
                     store.insert_triplet(entry.model_copy(update={"id": None, "buffer": other}))
-            say(f"seeding D_ded/D_abd round {rounds}: {store.count(TaskType.DEDUCTION)} / "
-                f"{store.count(TaskType.ABDUCTION)} of {target}")
+            counts = (f"D_ded {store.count(TaskType.DEDUCTION)}, D_abd {store.count(TaskType.ABDUCTION)} "
+                      f"of {target}")
+            say(_round_line("D_ded/D_abd", rounds, max_rounds, counts, valid, proposed, began))
         report["triplet_rounds"] = rounds
         rounds = 0
         while store.count(TaskType.INDUCTION) < target and rounds < max_rounds:
             rounds += 1
-            _, futures, _ = round_.generate(TaskType.INDUCTION, config.batch_size, rng, step=0,
-                                         policy_version=policy_version, source=TripletSource.SEED)
-            round_.store_valid(futures)
-            say(f"seeding D_ind round {rounds}: {store.count(TaskType.INDUCTION)} of {target}")
+            _, futures, _ = round_.generate((TaskType.INDUCTION,), config.batch_size, rng, step=0,
+                                            policy_version=policy_version, source=TripletSource.SEED)[TaskType.INDUCTION]
+            _, entries, _ = round_.store_valid(futures)
+            say(_round_line("D_ind", rounds, max_rounds, f"D_ind {store.count(TaskType.INDUCTION)} of {target}",
+                            len(entries), len(futures), began))
         report["induction_rounds"] = rounds
     for task_type in TaskType:
         report[f"buffer/{task_type.value}"] = store.count(task_type)
     report["reached"] = all(store.count(t) >= target for t in TaskType)
+    if not report["reached"]:
+        short = ", ".join(f"{t.value} {store.count(t)}" for t in TaskType if store.count(t) < target)
+        report["gave_up"] = (f"seeding gave up after {max_rounds} rounds per phase ({BOUND_SETTING}={max_rounds}) "
+                             f"short of {target} entries per buffer: {short}; raise {BOUND_SETTING} or import seeds "
+                             f"(--seed-file, `azr seeds import`)")
+        say(report["gave_up"])
     report.update(timer.breakdown())
     return report

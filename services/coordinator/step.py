@@ -2,8 +2,14 @@
 
 Executor work overlaps generation: validations of one task type's proposals and the checks of one batch of
 answers run on a thread pool (through the CodeExecutor port: the in-process sandbox pool, or RQ jobs) while the
-engine generates the next batch. Every valid proposal joins its buffer whatever its reward (§3.3.2); a proposal
-that fails parsing or validation still becomes an episode with the format reward −1, so the model learns from it.
+engine generates the next batch. Validity alone decides whether a proposal joins its buffer (§3.3.2); the format
+verdict decides its reward with it (Eq 6): an unformatted or invalid proposal still becomes an episode with −1, so
+the model learns from it. Learnability (Eq 4) is estimated for the valid, well-formed proposals only (the others
+earn −1 whatever their solve rate): n samples, each checked on its answer whatever its format, identical answers to
+one task checked once. Prompts longer than `max_prompt_tokens` are never sent: a proposer's references (or shown
+program) are drawn again, a solve batch leaves such tasks out and fills up with copies of the ones that fit, and a
+valid proposal whose solver prompt does not fit is not stored (as the authors do). An executor that fails twice
+for infrastructure reasons drops that episode (and that learnability sample), counted in `dropped/<type>/<role>`.
 Episode ids are deterministic (`run/step/type/role/index`): re-running a step after a crash publishes the same
 ids, and the trainer applies each id once.
 """
@@ -13,44 +19,24 @@ from __future__ import annotations
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection
 
 from services.algorithm.objectives import propose_reward, solve_reward
-from services.algorithm.prompts import ReferenceTriplet
+from services.algorithm.parsing import learnability_answer
 from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
 from services.algorithm.task_types import Role, TaskType
+from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.rollout_port import Rollouts
+from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
 from services.ports import BufferEntry, CodeExecutor, EpisodeQueue, SamplingParams, TripletStore
-from services.records import Episode, InductionTask, Proposal, SolveTask, Solution, Triplet, TripletSource
+from services.records import Episode, InductionTask, SolveTask, Solution, TripletSource
 from services.rollouts.proposing import ProposeContext
 from services.rollouts.solving import check_solution, solve_task_from_entry
-from services.rollouts.validation import ValidatedProposal, validate_proposal
+from services.rollouts.validation import ValidatedProposal
 
-
-@dataclass(frozen=True)
-class StepConfig:
-    """The sizes and sampling of one step (from Settings; the embedded profile only shrinks sizes)."""
-
-    batch_size: int  # B per (task type x role)
-    references_k: int  # K
-    learnability_samples: int  # n
-    induction_inputs: int  # N
-    max_response_tokens: int
-    temperature: float
-    top_p: float
-
-    @classmethod
-    def from_settings(cls, settings: Any) -> StepConfig:
-        return cls(batch_size=settings.batch_size, references_k=settings.references_k,
-                   learnability_samples=settings.learnability_samples, induction_inputs=settings.induction_inputs,
-                   max_response_tokens=settings.max_response_tokens, temperature=settings.temperature,
-                   top_p=settings.top_p)
-
-    def sampling(self, n: int = 1, seed: int | None = None) -> SamplingParams:
-        return SamplingParams(max_new_tokens=self.max_response_tokens, temperature=self.temperature,
-                              top_p=self.top_p, n=n, seed=seed)
-
+__all__ = ["ProposalRound", "SelfPlayStep", "StepConfig", "StepResult", "answer_of", "to_reference",
+           "weight_version_int"]
 
 @dataclass
 class StepResult:
@@ -60,10 +46,6 @@ class StepResult:
     episodes: list[Episode]
     metrics: dict[str, Any]
     new_ids: dict[TaskType, list[str]] = field(default_factory=dict)
-
-
-def to_reference(entry: Triplet) -> ReferenceTriplet:
-    return ReferenceTriplet(entry.program, entry.input, entry.output)
 
 
 def answer_of(entry: BufferEntry) -> str:
@@ -82,60 +64,12 @@ def weight_version_int(text: str, fallback: int) -> int:
         return fallback
 
 
-class ProposalRound:
-    """Propose → validate → store, for one or more task types; shared by seeding and the self-play step."""
+@dataclass
+class _Learnability:
+    """The n checked samples of each valid, well-formed proposal (by proposal index) and the dropped samples."""
 
-    def __init__(self, *, store: TripletStore, executor: CodeExecutor, rollouts: Rollouts, config: StepConfig,
-                 pool: ThreadPoolExecutor, timer: PhaseTimer) -> None:
-        self.store, self.executor, self.rollouts, self.config = store, executor, rollouts, config
-        self.pool, self.timer = pool, timer
-
-    def contexts(self, task_type: TaskType, count: int, rng: random.Random) -> list[ProposeContext]:
-        """K references from the task type's buffer (deduction/abduction) or one program of D_abd ∪ D_ded."""
-        contexts = []
-        with self.timer.phase("store_queue"):
-            for _ in range(count):
-                if task_type is TaskType.INDUCTION:
-                    program = self.store.sample_program(rng)
-                    if program is None:
-                        return []
-                    contexts.append(ProposeContext([to_reference(program)], [program.id or ""]))
-                else:
-                    refs = self.store.sample_references(task_type, self.config.references_k, rng)
-                    contexts.append(ProposeContext([to_reference(r) for r in refs], [r.id or "" for r in refs]))
-        return contexts
-
-    def generate(self, task_type: TaskType, count: int, rng: random.Random, *, step: int, policy_version: int,
-                 source: TripletSource) -> tuple[list[Proposal], list[Future[ValidatedProposal]], list[ProposeContext]]:
-        """Generate `count` proposals and start their validations (not awaited); also the contexts they were shown."""
-        contexts = self.contexts(task_type, count, rng)
-        with self.timer.phase("generation"):
-            proposals = self.rollouts.propose(task_type, contexts, self.config.sampling(seed=rng.getrandbits(31)),
-                                              self.config.induction_inputs)
-        futures = [self.pool.submit(validate_proposal, self.executor, proposal,
-                                    step=step, policy_version=policy_version, source=source)
-                   for proposal in proposals]
-        return proposals, futures, contexts
-
-    def store_valid(self, futures: Sequence[Future[ValidatedProposal]]) -> tuple[list[ValidatedProposal],
-                                                                               list[BufferEntry], list[str]]:
-        """Await validations; insert valid entries. Returns (all verdicts, valid entries with ids, newly stored ids)."""
-        verdicts, entries, created = [], [], []
-        for future in futures:
-            with self.timer.phase("executor"):
-                verdict = future.result()
-            verdicts.append(verdict)
-            if verdict.entry is None:
-                continue
-            with self.timer.phase("store_queue"):
-                if isinstance(verdict.entry, InductionTask):
-                    outcome = self.store.insert_induction(verdict.entry)
-                else:
-                    outcome = self.store.insert_triplet(verdict.entry)
-            entries.append(verdict.entry.model_copy(update={"id": outcome.id}))
-            if outcome.created:
-                created.append(outcome.id)
-        return verdicts, entries, created
+    samples: dict[int, list[Solution]]
+    dropped: int = 0
 
 
 class SelfPlayStep:
@@ -153,18 +87,19 @@ class SelfPlayStep:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, step: int, policy_version: int, rng: random.Random) -> StepResult:
-        """One full step; publishes 6·B episodes (fewer only where a buffer is empty) and returns them."""
+        """One full step; publishes 6·B episodes (fewer where a buffer is empty or the executor failed)."""
         timer = PhaseTimer()
         round_ = ProposalRound(store=self.store, executor=self.executor, rollouts=self.rollouts, config=self.config,
                                pool=self.pool, timer=timer)
         B = self.config.batch_size
-        pending = {t: round_.generate(t, B, rng, step=step, policy_version=policy_version,
-                                      source=TripletSource.PROPOSED) for t in TaskType}
-        verdicts: dict[TaskType, list[ValidatedProposal]] = {}
-        valid: dict[TaskType, list[BufferEntry]] = {}
-        new_ids: dict[TaskType, list[str]] = {}
-        for t in TaskType:
-            verdicts[t], valid[t], new_ids[t] = round_.store_valid(pending[t][1])
+        pending = round_.generate(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
+                                  source=TripletSource.PROPOSED)
+        verdicts = {t: round_.await_verdicts(pending[t][1]) for t in TaskType}
+        # A valid proposal whose solver prompt would not fit is not stored and gets r̄ = 0 (as the authors do).
+        too_long = {t: self._unsolvable(round_, t, verdicts[t]) for t in TaskType}
+        stored = {t: round_.store_entries(verdicts[t], skip=too_long[t]) for t in TaskType}
+        valid = {t: stored[t][0] for t in TaskType}
+        new_ids = {t: stored[t][1] for t in TaskType}
         complexity = {t: self._measure_tasks(t, verdicts[t], pending[t][2]) for t in TaskType}
         self.progress(f"step {step}: valid proposals " + ", ".join(f"{t.value} {len(valid[t])}/{len(verdicts[t])}"
                                                                    for t in TaskType)
@@ -172,37 +107,48 @@ class SelfPlayStep:
                         f"batches")
 
         learn_sampling = self.config.sampling(n=self.config.learnability_samples, seed=rng.getrandbits(31))
-        learn_checks = {t: self._solve_and_check(t, [solve_task_from_entry(e) for e in valid[t]], learn_sampling,
-                                                 timer) for t in TaskType}
+        scored = {t: {i: entry for i, entry in valid[t].items() if verdicts[t][i].proposal.format_ok}
+                  for t in TaskType}
+        learn_checks = self._learnability_checks(scored, learn_sampling, timer)
         batches: dict[TaskType, list[SolveTask]] = {}
         for t in TaskType:
-            step_ids = list(dict.fromkeys([e.id or "" for e in valid[t]]))  # this step's tasks, new or not
+            step_ids = list(dict.fromkeys([e.id or "" for e in valid[t].values()]))  # this step's tasks, new or not
             with timer.phase("store_queue"):
                 batch = self.store.sample_batch(t, B, step_ids, rng) if self.store.count(t) else []
-            batches[t] = [solve_task_from_entry(entry) for entry in batch]
-        solve_checks = {t: self._solve_and_check(t, batches[t], self.config.sampling(seed=rng.getrandbits(31)),
-                                                 timer) for t in TaskType}
+            batches[t] = self._fitting_batch(round_, t, [solve_task_from_entry(entry) for entry in batch], rng)
+        solve_checks = self._solve_and_check(batches, self.config.sampling(seed=rng.getrandbits(31)), timer)
 
         episodes: list[Episode] = []
         metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
         for t in TaskType:
-            learn = [[self._await(f, timer) for f in group] for group in learn_checks[t]]
+            learn = self._await_learnability(learn_checks[t], timer)
             solved = [self._await(group[0], timer) for group in solve_checks[t]]
-            episodes += self._propose_episodes(step, policy_version, t, verdicts[t], learn)
-            episodes += self._solve_episodes(step, policy_version, t, batches[t], solved)
+            propose_episodes, propose_dropped = self._propose_episodes(step, policy_version, t, verdicts[t], learn,
+                                                                       valid[t], too_long[t])
+            solve_episodes, solve_dropped = self._solve_episodes(step, policy_version, t, batches[t], solved)
+            episodes += propose_episodes + solve_episodes
+            checked = [s for s in solved if s is not None]
             metrics[f"valid_rate/{t.value}"] = round(len(valid[t]) / len(verdicts[t]), 6) if verdicts[t] else None
             metrics[f"new/{t.value}"] = len(new_ids[t])
-            metrics[f"solve_rate/{t.value}"] = round(sum(bool(s.correct) for s in solved) / len(solved), 6) \
-                if solved else None
-            rbar = [sum(bool(s.correct) for s in group) / len(group) for group in learn if group]
+            metrics[f"solve_rate/{t.value}"] = round(sum(bool(s.correct) for s in checked) / len(checked), 6) \
+                if checked else None
+            rbar = [sum(bool(s.correct) for s in group) / len(group) for group in learn.samples.values() if group]
             metrics[f"learnability/{t.value}"] = round(sum(rbar) / len(rbar), 6) if rbar else None
+            metrics[f"dropped/{t.value}/propose"] = propose_dropped
+            metrics[f"dropped/{t.value}/solve"] = solve_dropped
+            metrics[f"dropped/{t.value}/learnability"] = learn.dropped
+            metrics[f"prompt_over_limit/{t.value}"] = round_.over_limit[t.value]
             metrics.update(counts(f"parse_failures/{t.value}", [v.proposal.parse_failure for v in verdicts[t]]))
+            metrics.update(counts(f"format_failures/{t.value}/propose",
+                                  [v.proposal.format_failure for v in verdicts[t]]))
+            metrics.update(counts(f"format_failures/{t.value}/solve",
+                                  [s.parse_failure for s in checked if not s.format_ok]))
             metrics.update(counts(f"exec_status/{t.value}/propose", [v.status for v in verdicts[t]]))
-            metrics.update(counts(f"exec_status/{t.value}/solve", [s.exec_status for s in solved]))
+            metrics.update(counts(f"exec_status/{t.value}/solve", [s.exec_status for s in checked]))
         measured = [future.result() for t in TaskType for future in complexity[t]]
         metrics.update({f"task/{name}": round(value, 6) for name, value in aggregate_task_metrics(measured).items()})
         for t in TaskType:  # observed after scoring: each proposal is compared with earlier answers only
-            self.answers.observe_all(t, [answer_of(entry) for entry in valid[t]])
+            self.answers.observe_all(t, [answer_of(entry) for entry in valid[t].values()])
         with timer.phase("store_queue"):
             self.episodes.publish(episodes)
             for t in TaskType:
@@ -213,15 +159,69 @@ class SelfPlayStep:
 
     # ---------------------------------------------------------------------------------------------------- helpers
 
-    def _solve_and_check(self, task_type: TaskType, tasks: list[SolveTask], sampling: SamplingParams,
-                         timer: PhaseTimer) -> list[list[Future[Solution]]]:
-        """Generate solutions for `tasks` and start their checks (awaited later, overlapping the next generation)."""
-        if not tasks:
+    def _unsolvable(self, round_: ProposalRound, task_type: TaskType, verdicts: list[ValidatedProposal]) -> set[int]:
+        """Indices of valid proposals whose solver prompt is over the limit."""
+        indices = [i for i, v in enumerate(verdicts) if v.entry is not None]
+        fits = round_.fitting_tasks(task_type, [solve_task_from_entry(verdicts[i].entry) for i in indices])
+        return {index for index, ok in zip(indices, fits) if not ok}
+
+    @staticmethod
+    def _fitting_batch(round_: ProposalRound, task_type: TaskType, tasks: list[SolveTask],
+                       rng: random.Random) -> list[SolveTask]:
+        """The batch without tasks whose prompt is over the limit, filled back to its size with copies of the
+        tasks that fit (the authors' upsampling); empty when none fits."""
+        fits = round_.fitting_tasks(task_type, tasks)
+        kept = [task for task, ok in zip(tasks, fits) if ok]
+        if not kept:
             return []
+        return kept + [rng.choice(kept) for _ in range(len(tasks) - len(kept))]
+
+    def _solve_and_check(self, batches: dict[TaskType, list[SolveTask]], sampling: SamplingParams,
+                         timer: PhaseTimer) -> dict[TaskType, list[list[Future[Solution | None]]]]:
+        """Generate solutions for every type's batch in one call and start their checks (awaited later)."""
         with timer.phase("generation"):
-            groups = self.rollouts.solve(task_type, tasks, sampling)
-        return [[self.pool.submit(check_solution, self.executor, task_type, task, solution) for solution in group]
-                for task, group in zip(tasks, groups)]
+            groups = self.rollouts.solve({t: tasks for t, tasks in batches.items() if tasks}, sampling)
+        return {t: [[self.pool.submit(check_solution, self.executor, t, task, solution) for solution in group]
+                    for task, group in zip(batches[t], groups.get(t, []))] for t in batches}
+
+    def _learnability_checks(self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams,
+                             timer: PhaseTimer) -> dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]]:
+        """n samples per proposal (by index) of every type, from one generation call, each checked on its answer
+        whatever its format; a sample whose answer repeats an earlier sample's of the same task shares that check
+        (the authors' answer cache)."""
+        indices = {t: list(group) for t, group in entries.items()}
+        tasks = {t: [solve_task_from_entry(entries[t][i]) for i in indices[t]] for t in entries if entries[t]}
+        if not tasks:
+            return {t: {} for t in entries}
+        with timer.phase("generation"):
+            groups = self.rollouts.solve(tasks, sampling)
+        checks: dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]] = {t: {} for t in entries}
+        for task_type, type_tasks in tasks.items():
+            for index, task, group in zip(indices[task_type], type_tasks, groups[task_type]):
+                by_answer: dict[str | None, Future[Solution | None]] = {}
+                checks[task_type][index] = []
+                for solution in group:
+                    key = learnability_answer(task_type, solution.text)
+                    if key not in by_answer:
+                        by_answer[key] = self.pool.submit(check_solution, self.executor, task_type, task, solution,
+                                                          learnability=True)
+                    checks[task_type][index].append((solution, by_answer[key]))
+        return checks
+
+    def _await_learnability(self, checks: dict[int, list[tuple[Solution, Future[Solution | None]]]],
+                            timer: PhaseTimer) -> _Learnability:
+        learn = _Learnability(samples={})
+        for index, pairs in checks.items():
+            samples = []
+            for solution, future in pairs:
+                checked = self._await(future, timer)
+                if checked is None:
+                    learn.dropped += 1
+                    continue
+                samples.append(solution.model_copy(update={"checked": True, "correct": checked.correct,
+                                                           "exec_status": checked.exec_status}))
+            learn.samples[index] = samples
+        return learn
 
     def _measure_tasks(self, task_type: TaskType, verdicts: list[ValidatedProposal],
                        contexts: list[ProposeContext]) -> list[Future[TaskMetrics]]:
@@ -236,7 +236,7 @@ class SelfPlayStep:
         return futures
 
     @staticmethod
-    def _await(future: Future[Solution], timer: PhaseTimer) -> Solution:
+    def _await(future: Future[Solution | None], timer: PhaseTimer) -> Solution | None:
         with timer.phase("executor"):
             return future.result()
 
@@ -244,33 +244,43 @@ class SelfPlayStep:
         return f"{self.run_id}/{step}/{task_type.value}/{role.value}/{index}"
 
     def _propose_episodes(self, step: int, policy_version: int, task_type: TaskType,
-                          verdicts: list[ValidatedProposal], learn: list[list[Solution]]) -> list[Episode]:
-        """Eq 6 ∘ Eq 4 per proposal; `learn` holds the n checked samples of each VALID proposal, in order."""
-        episodes, samples = [], iter(learn)
+                          verdicts: list[ValidatedProposal], learn: _Learnability, stored: dict[int, BufferEntry],
+                          unsolvable: Collection[int]) -> tuple[list[Episode], int]:
+        """Eq 6 ∘ Eq 4 per proposal; (episodes, dropped). A proposal is dropped when the executor failed on it, or
+        on every learnability sample of a valid, well-formed one (its reward is then unknown). An `unsolvable` one
+        (its solver prompt is over the limit) has r̄ = 0."""
+        episodes, dropped = [], 0
         for index, verdict in enumerate(verdicts):
             proposal = verdict.proposal
-            successes = [bool(s.correct) for s in next(samples)] if verdict.valid else None
-            reward = propose_reward(successes, well_formed=proposal.task is not None, valid_task=verdict.valid)
+            samples = learn.samples.get(index)
+            if verdict.dropped or (samples is not None and not samples):
+                dropped += 1
+                continue
+            successes = [False] if index in unsolvable else [bool(s.correct) for s in samples] if samples else None
+            reward = propose_reward(successes, well_formed=proposal.format_ok, valid_task=verdict.valid)
             episodes.append(Episode(
                 id=self._episode_id(step, task_type, Role.PROPOSE, index), run_id=self.run_id, step=step,
                 task_type=task_type, role=Role.PROPOSE, prompt_ids=proposal.prompt_ids,
                 response_ids=proposal.response_ids, behaviour_logprobs=proposal.behaviour_logprobs or None,
                 reward=reward, policy_version=weight_version_int(proposal.weight_version, policy_version),
-                text=proposal.text, task_id=verdict.entry.id if verdict.entry is not None else None,
-                exec_status=verdict.status or proposal.parse_failure))
-        return episodes
+                text=proposal.text, task_id=stored[index].id if index in stored else None,
+                exec_status=verdict.status or proposal.parse_failure, format_ok=proposal.format_ok))
+        return episodes, dropped
 
     def _solve_episodes(self, step: int, policy_version: int, task_type: TaskType, tasks: list[SolveTask],
-                        solved: list[Solution]) -> list[Episode]:
-        """Eq 6 ∘ Eq 5 per solver answer."""
-        episodes = []
+                        solved: list[Solution | None]) -> tuple[list[Episode], int]:
+        """Eq 6 ∘ Eq 5 per solver answer; (episodes, dropped): an answer the executor failed on is dropped."""
+        episodes, dropped = [], 0
         for index, (task, solution) in enumerate(zip(tasks, solved)):
-            reward = solve_reward(bool(solution.correct), well_formed=solution.answer is not None)
+            if solution is None:
+                dropped += 1
+                continue
+            reward = solve_reward(bool(solution.correct), well_formed=solution.format_ok)
             episodes.append(Episode(
                 id=self._episode_id(step, task_type, Role.SOLVE, index), run_id=self.run_id, step=step,
                 task_type=task_type, role=Role.SOLVE, prompt_ids=solution.prompt_ids,
                 response_ids=solution.response_ids, behaviour_logprobs=solution.behaviour_logprobs or None,
                 reward=reward, policy_version=weight_version_int(solution.weight_version, policy_version),
                 text=solution.text, task_id=task.task_id,
-                exec_status=solution.exec_status or solution.parse_failure))
-        return episodes
+                exec_status=solution.exec_status or solution.parse_failure, format_ok=solution.format_ok))
+        return episodes, dropped

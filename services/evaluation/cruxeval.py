@@ -89,10 +89,11 @@ class EvalSample(BaseModel):
     split: Split
     task_type: TaskType
     response: str  # the model's whole response text
-    answer: str | None  # the parsed answer; None when the response did not parse
-    parse_failure: str | None  # services.algorithm.response_format.ParseFailure value, when it did not parse
+    answer: str | None  # the answer as read (also when the format check failed); None when none could be read
+    format_ok: bool  # the Eq 6 format verdict; an answer with a format error is wrong, never checked
+    parse_failure: str | None  # why it is a format error (services.algorithm.response_format.ParseFailure value)
     correct: bool
-    exec_status: str | None  # the executor's check status; None when nothing was run (a parse failure)
+    exec_status: str | None  # the executor's check status; None when nothing was run (a format error)
     gold: str  # the gold output (O) or gold input (I)
     finish_reason: str
     response_tokens: int
@@ -104,7 +105,8 @@ def eval_sample(row: CruxRow, split: Split, solution: Solution) -> EvalSample:
     if not solution.checked:
         raise ValueError(f"solution for {row.id} ({split}) was never checked")
     return EvalSample(id=row.id, split=split, task_type=SPLIT_TASK_TYPE[split], response=solution.text,
-                      answer=solution.answer, parse_failure=solution.parse_failure, correct=bool(solution.correct),
+                      answer=solution.answer, format_ok=solution.format_ok, parse_failure=solution.parse_failure,
+                      correct=bool(solution.correct),
                       exec_status=solution.exec_status, gold=gold_answer(row, split),
                       finish_reason=solution.finish_reason, response_tokens=len(solution.response_ids),
                       weight_version=solution.weight_version)
@@ -135,7 +137,7 @@ def score(samples: Iterable[EvalSample]) -> dict[Split, SplitScore]:
     tally: dict[Split, list[int]] = {}
     for sample in samples:
         correct, count, failures = tally.setdefault(sample.split, [0, 0, 0])
-        tally[sample.split] = [correct + sample.correct, count + 1, failures + (sample.answer is None)]
+        tally[sample.split] = [correct + sample.correct, count + 1, failures + (not sample.format_ok)]
     return {split: SplitScore(split, *tally[split]) for split in Split if split in tally}
 
 

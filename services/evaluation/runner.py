@@ -5,8 +5,9 @@ the same code self-play's solver uses: `services.rollouts.solving.solve` builds 
 the R1 response, in this process (EngineRollouts) or behind `POST /v1/solve` (HttpRollouts). Every parsed answer
 is checked by `check_solution`, the check that gives the solver its reward.
 
-Rows go to the model in chunks of `batch_size` tasks (the engine batches them further); the checks of one chunk run
-on a thread pool while the next chunk generates, so the sandbox is never on the critical path.
+Rows go to the model in chunks of `batch_size` tasks, both splits of a chunk in one generation call (the engine
+batches them further); the checks of one chunk run on a thread pool while the next chunk generates, so the sandbox
+is never on the critical path.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from services.evaluation.cruxeval import (
 )
 from services.ports import CodeExecutor
 from services.records import Solution
-from services.rollouts.solving import check_solution
+from services.rollouts.solving import check_solution, checked_or_fault
 
 Progress = Callable[[str], None]
 
@@ -55,20 +56,22 @@ def run_cruxeval(rollouts: Rollouts, executor: CodeExecutor, rows: Sequence[Crux
     say = progress or (lambda _message: None)
     sampling = greedy_sampling(max_new_tokens)
     began = time.perf_counter()
-    pending: list[tuple[CruxRow, Split, Future[Solution]]] = []
+    pending: dict[Split, list[tuple[CruxRow, Solution, Future[Solution | None]]]] = {split: [] for split in splits}
     with ThreadPoolExecutor(max_workers=check_parallelism, thread_name_prefix="azr-eval-check") as pool:
-        for split in splits:
-            task_type = SPLIT_TASK_TYPE[split]
-            for start in range(0, len(rows), batch_size):
-                chunk = rows[start:start + batch_size]
-                tasks = [solve_task(row) for row in chunk]
-                groups = rollouts.solve(task_type, tasks, sampling)
-                if len(groups) != len(tasks) or any(len(group) != 1 for group in groups):
-                    raise RuntimeError(f"the solve path answered {[len(g) for g in groups]} solutions for "
+        for start in range(0, len(rows), batch_size):  # both splits of a chunk in one generation call
+            chunk = rows[start:start + batch_size]
+            tasks = [solve_task(row) for row in chunk]
+            groups = rollouts.solve({SPLIT_TASK_TYPE[split]: tasks for split in splits}, sampling)
+            for split in splits:
+                task_type = SPLIT_TASK_TYPE[split]
+                answers = groups.get(task_type, [])
+                if len(answers) != len(tasks) or any(len(group) != 1 for group in answers):
+                    raise RuntimeError(f"the solve path answered {[len(g) for g in answers]} solutions for "
                                        f"{len(tasks)} tasks at n = 1")
-                pending += [(row, split, pool.submit(check_solution, executor, task_type, task, group[0]))
-                            for row, task, group in zip(chunk, tasks, groups)]
-                say(f"{SPLIT_LABEL[split]}: {start + len(chunk)}/{len(rows)} generated "
-                    f"({time.perf_counter() - began:.1f} s)")
-        samples = [eval_sample(row, split, future.result()) for row, split, future in pending]
+                pending[split] += [(row, group[0], pool.submit(check_solution, executor, task_type, task, group[0]))
+                                   for row, task, group in zip(chunk, tasks, answers)]
+            say(f"{' + '.join(SPLIT_LABEL[split] for split in splits)}: {start + len(chunk)}/{len(rows)} generated "
+                f"({time.perf_counter() - began:.1f} s)")
+        samples = [eval_sample(row, split, checked_or_fault(future.result(), solution))
+                   for split in splits for row, solution, future in pending[split]]
     return EvalReport(samples=samples, scores=score(samples), seconds=time.perf_counter() - began)

@@ -67,13 +67,15 @@ def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
 
 @torch.inference_mode()
 def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: RowSpec, *, eos_ids: set[int],
-                pad_id: int, detokenize: Callable[[Sequence[int]], str], generator: torch.Generator | None,
+                pad_id: int, detokenize: Callable[[Sequence[int]], str],
+                generator: torch.Generator | None | list[torch.Generator | None],
                 abort: threading.Event | None = None, repeats: int = 1) -> list[RawSample]:
     """Sample `repeats` continuations of each prompt (prompt-major order: prompt 0's samples first).
 
     Each prompt is prefilled once and its KV cache copied to its `repeats` rows; rows that finish are dropped from
-    the batch, so long samples do not pay for short ones. `abort`, when set, ends every unfinished row at the next
-    step with finish_reason `abort` and what it had so far.
+    the batch, so long samples do not pay for short ones. `generator`: one for all rows, or one per sample (in the
+    samples' order), so a sample's tokens depend only on its own seed. `abort`, when set, ends every unfinished row at
+    the next step with finish_reason `abort` and what it had so far.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
@@ -96,7 +98,8 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
             out = model(input_ids=tokens.unsqueeze(-1), attention_mask=mask, position_ids=step_positions,
                         past_key_values=past, use_cache=True, logits_to_keep=1)
             past, logits = out.past_key_values, out.logits[:, -1, :]
-        tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, generator)
+        row_generator = [generator[i] for i in live] if isinstance(generator, list) else generator
+        tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, row_generator)
         keep = []
         for row, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist())):
             sample = samples[live[row]]

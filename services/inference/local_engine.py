@@ -6,9 +6,10 @@ are decoded in batches of at most `max_batch_rows` rows with left padding and a 
 the behaviour log-probabilities defined in services.inference.sampling: plain model log-probs at temperature 1 and
 for greedy decoding, `log_softmax(logits / T)` at other temperatures.
 
-Reproducibility: a request with `SamplingParams.seed` draws from a generator seeded with it, so the same request
-with the same seed gives the same samples; without a seed the engine's own generator (seeded once from `seed`)
-advances across calls, so a run is reproducible from the engine seed and the order of its calls.
+Reproducibility: with `SamplingParams.seed` every sample draws from its own generator, seeded `seed + k` for the
+k-th sample of the request (`sampling.sample_seeds`), so the same request with the same seed gives the same samples
+and the n samples of one prompt differ; without a seed the engine's own generator (seeded once from `seed`) advances
+across calls, so a run is reproducible from the engine seed and the order of its calls.
 
 Thread safety: one lock serialises generation and weight swaps; a checkpoint is loaded outside the lock and only
 the swap itself waits for the running generation to end.
@@ -24,6 +25,7 @@ import torch
 
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import RawSample, RowSpec, decode_rows
+from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
 
 INITIAL_WEIGHT_VERSION = "0"
@@ -126,20 +128,31 @@ class LocalEngine:
                 for index, samples in enumerate(batches)]
 
     def sample(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
-               abort: threading.Event | None = None) -> tuple[list[list[RawSample]], str]:
+               abort: threading.Event | None = None,
+               seeds: Sequence[int | None] | None = None) -> tuple[list[list[RawSample]], str]:
         """Raw samples per prompt (n each) and the weight version that made them. With `abort` set mid-way the
-        unfinished samples come back with finish_reason `abort` (the HTTP server's pause uses this)."""
+        unfinished samples come back with finish_reason `abort` (the HTTP server's pause uses this).
+
+        `seeds`: one seed (or None: the engine's generator) per sample, prompt-major; by default
+        `sample_seeds(sampling.seed, ...)`."""
         if not prompts:
             return [], self._version
+        n = sampling.n
+        seeds = list(seeds) if seeds is not None else sample_seeds(sampling.seed, len(prompts), n)
+        if len(seeds) != len(prompts) * n:
+            raise ValueError(f"{len(seeds)} sample seeds for {len(prompts)} prompts x n={n}")
         spec = RowSpec(max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
                        top_p=sampling.top_p, top_k=sampling.top_k, stop=tuple(sampling.stop))
-        per_batch = max(1, self.max_batch_rows // sampling.n)  # prompts per batch; each brings n rows
+        per_batch = max(1, self.max_batch_rows // n)  # prompts per batch; each brings n rows
         with self._lock:
-            generator = self._generator if sampling.seed is None else \
-                torch.Generator(device=self.device).manual_seed(sampling.seed)
             flat: list[RawSample] = []
             for start in range(0, len(prompts), per_batch):
-                flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=sampling.n,
+                rows = seeds[start * n:(start + per_batch) * n]
+                generator: torch.Generator | list[torch.Generator | None] = self._generator
+                if any(seed is not None for seed in rows):
+                    generator = [self._generator if seed is None else
+                                 torch.Generator(device=self.device).manual_seed(seed) for seed in rows]
+                flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=n,
                                     eos_ids=self._eos_ids, pad_id=self.codec.pad_token_id(),
                                     detokenize=self.codec.decode, generator=generator, abort=abort)
             version = self._version

@@ -37,10 +37,21 @@ def truncate_logits(logits: torch.Tensor, top_p: float, top_k: int) -> torch.Ten
     return logits
 
 
+def sample_seeds(seed: int | None, prompts: int, n: int) -> list[int | None]:
+    """The seed of each sample of a request, prompt-major (sample j of prompt i is k = i·n + j): `seed + k`, so every
+    sample has its own seed (n samples of one prompt under one seed would be identical on a deterministic server);
+    all None without a request seed."""
+    if seed is None:
+        return [None] * (prompts * n)
+    return [(seed + k) % (1 << 63) for k in range(prompts * n)]
+
+
 def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, top_k: int,
-                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+                  generator: torch.Generator | None | list[torch.Generator | None]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Pick one token per row of `logits` [rows, vocab] (float32) and return (token ids [rows], logprobs [rows]).
 
+    `generator`: one for the whole batch, or one per row (a row's draw then depends on its own generator only).
     See the module docstring for what the log-probabilities are.
     """
     if temperature < GREEDY_EPS:
@@ -50,5 +61,11 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float, top_k:
     scaled = logits / temperature
     logprobs = torch.log_softmax(scaled, dim=-1)
     probs = torch.softmax(truncate_logits(scaled, top_p, top_k), dim=-1)
-    tokens = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    if isinstance(generator, list):
+        if len(generator) != probs.shape[0]:
+            raise ValueError(f"{len(generator)} generators for {probs.shape[0]} rows")
+        tokens = torch.cat([torch.multinomial(probs[row:row + 1], num_samples=1, generator=g).squeeze(-1)
+                            for row, g in enumerate(generator)])
+    else:
+        tokens = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
     return tokens, logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

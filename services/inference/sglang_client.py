@@ -25,6 +25,7 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from services.inference.chat_codec import PromptCodec
+from services.inference.sampling import sample_seeds
 from services.inference.sglang_wire import GenerateItem, ModelInfoResponse, WireSamplingParams
 from services.ports import Completion, InferenceError, SamplingParams
 
@@ -112,10 +113,15 @@ class SGLangClient:
         """Text of token ids, special tokens dropped."""
         return self.codec.decode(token_ids)
 
-    def _request_items(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[GenerateItem]:
-        """One `/generate` call for a batch; returns len(prompts) * n items in response order."""
-        body = {"input_ids": [list(p) for p in prompts], "return_logprob": True,
-                "sampling_params": WireSamplingParams.from_port(sampling).model_dump(exclude_none=True)}
+    def _request_items(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                       seeds: Sequence[int | None] | None = None) -> list[GenerateItem]:
+        """One `/generate` call for a batch; returns len(prompts) * n items in response order. With `seeds` (one per
+        prompt) each prompt carries its own `sampling_seed` (the caller sends n = 1 per row then)."""
+        wire = WireSamplingParams.from_port(sampling)
+        params: object = wire.model_dump(exclude_none=True)
+        if seeds is not None:
+            params = [wire.model_copy(update={"sampling_seed": seed}).model_dump(exclude_none=True) for seed in seeds]
+        body = {"input_ids": [list(p) for p in prompts], "return_logprob": True, "sampling_params": params}
         response = self._post_retrying("/generate", body)
         if response.status_code != 200:
             raise InferenceError(f"/generate refused the request: HTTP {response.status_code}: {response.text}")
@@ -137,40 +143,56 @@ class SGLangClient:
                           finish_reason="length" if meta.finish_reason.type == "length" else "stop",
                           weight_version=meta.weight_version)
 
-    def _generate_shard(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
-        """Completions for one shard, re-requesting aborted samples (one row each) until none is left."""
-        results: list[list[Completion]] = [[] for _ in prompts]
-        pending = [index for index in range(len(prompts)) for _ in range(sampling.n)]  # prompt index per sample
+    def _generate_shard(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                        seeds: Sequence[int | None]) -> list[list[Completion]]:
+        """Completions for one shard, re-requesting aborted samples (one row each, same seed) until none is left.
+
+        `seeds`: one per sample, prompt-major. Seeded samples always travel one row each (n = 1 with its own
+        `sampling_seed`), so the n samples of a prompt differ even on a deterministic server."""
+        n = sampling.n
+        results: list[list[Completion | None]] = [[None] * n for _ in prompts]
+        pending = [(index, j) for index in range(len(prompts)) for j in range(n)]  # (prompt, sample) still wanted
+        seeded = any(seed is not None for seed in seeds)
+        one = sampling.model_copy(update={"n": 1})
         for round_ in range(self.retries + 1):
-            if round_ == 0:
+            if round_:
+                time.sleep(self.backoff_s * 2 ** (round_ - 1))
+            if round_ == 0 and not seeded:
                 items = self._request_items(prompts, sampling)
             else:
-                time.sleep(self.backoff_s * 2 ** (round_ - 1))
-                one = sampling.model_copy(update={"n": 1})
-                items = self._request_items([prompts[i] for i in pending], one)
+                items = self._request_items([prompts[i] for i, _ in pending], one,
+                                            [seeds[i * n + j] for i, j in pending] if seeded else None)
             aborted = []
-            for prompt_index, item in zip(pending, items):
+            for (prompt_index, j), item in zip(pending, items):
                 if item.meta_info.finish_reason.type == "abort":
-                    aborted.append(prompt_index)
+                    aborted.append((prompt_index, j))
                 else:
-                    results[prompt_index].append(self._completion(item, prompt_index))
+                    results[prompt_index][j] = self._completion(item, prompt_index)
             pending = aborted
             if not pending:
-                return results
+                return [[c for c in group if c is not None] for group in results]
         raise InferenceError(f"{len(pending)} samples still aborted after {self.retries + 1} rounds")
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
-        """For each prompt, `sampling.n` completions, in prompt order; shards run concurrently across servers."""
+        """For each prompt, `sampling.n` completions, in prompt order; shards run concurrently across servers.
+        With `sampling.seed`, sample k of the request (prompt-major) is drawn with seed + k (`sample_seeds`)."""
         if not prompts:
             return []
+        n = sampling.n
+        seeds = sample_seeds(sampling.seed, len(prompts), n)
         shards = min(len(self._healthy_urls()), len(prompts))
         size = -(-len(prompts) // shards)
         bounds = [(start, min(start + size, len(prompts))) for start in range(0, len(prompts), size)]
+
+        def shard(bound: tuple[int, int]) -> list[list[Completion]]:
+            start, end = bound
+            return self._generate_shard(prompts[start:end], sampling, seeds[start * n:end * n])
+
         if len(bounds) == 1:
-            parts = [self._generate_shard(prompts, sampling)]
+            parts = [shard(bounds[0])]
         else:
             with ThreadPoolExecutor(max_workers=len(bounds)) as pool:
-                parts = list(pool.map(lambda b: self._generate_shard(prompts[b[0]:b[1]], sampling), bounds))
+                parts = list(pool.map(shard, bounds))
         merged: list[list[Completion]] = []
         for (start, _), part in zip(bounds, parts):
             for offset, completions in enumerate(part):

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from services.inference.decoding import RawSample
 from services.inference.generation_gate import GenerationGate
+from services.inference.sampling import sample_seeds
 from services.inference.local_engine import LocalEngine
 from services.inference.sglang_wire import (
     SGLANG_SAMPLING_FIELDS,
@@ -127,14 +128,17 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None)
         items: list[dict[str, object]] = []
         try:
             with gate.generation(pause_wait_s) as abort:
-                # Prompts with identical sampling params are decoded as one batch.
+                # Prompts whose sampling params differ only in their seed are decoded as one batch, each sample
+                # drawing from its own seed (sampling_seed + j for the j-th of its n samples).
                 groups: dict[str, list[int]] = {}
                 for index, param in enumerate(params):
-                    groups.setdefault(param.model_dump_json(), []).append(index)
+                    groups.setdefault(param.model_dump_json(exclude={"sampling_seed"}), []).append(index)
                 by_prompt: dict[int, list[dict[str, object]]] = {}
                 for indices in groups.values():
-                    samples, version = engine.sample([prompts[i] for i in indices], params[indices[0]].to_port(),
-                                                     abort=abort)
+                    first = params[indices[0]]
+                    seeds = [seed for i in indices for seed in sample_seeds(params[i].sampling_seed, 1, first.n)]
+                    samples, version = engine.sample([prompts[i] for i in indices], first.to_port(), abort=abort,
+                                                     seeds=seeds)
                     for i, prompt_samples in zip(indices, samples):
                         by_prompt[i] = items_of(prompt_samples, len(prompts[i]), version, request.return_logprob)
                 items = [item for i in range(len(prompts)) for item in by_prompt[i]]

@@ -7,11 +7,10 @@ the buffer, or given in an API request), so a proposal records exactly what its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from services.algorithm.parsing import InductionProposal, ProgramProposal, parse_response
+from services.algorithm.parsing import InductionProposal, ParseFailure, ProgramProposal, Reading, read_response
 from services.algorithm.prompts import ReferenceTriplet, proposer_prompt
-from services.algorithm.response_format import ParseFailed
 from services.algorithm.task_types import Role, TaskType
 from services.ports import Completion, InferenceEngine, SamplingParams
 from services.records import Proposal, ProposedTask
@@ -30,38 +29,49 @@ def proposer_instruction(task_type: TaskType, context: ProposeContext, num_input
     return proposer_prompt(task_type, list(context.references), num_inputs=num_inputs)
 
 
-def parse_proposal(task_type: TaskType, text: str, context: ProposeContext,
-                   num_inputs: int) -> tuple[ProposedTask | None, str | None]:
-    """(task, None) when the response parses into a task, else (None, parse-failure reason)."""
-    parsed = parse_response(task_type, Role.PROPOSE, text, num_inputs=num_inputs)
-    if isinstance(parsed, ParseFailed):
-        return None, parsed.reason.value
-    if isinstance(parsed, ProgramProposal):
-        return ProposedTask(program=parsed.program.source, input=parsed.input), None
-    if isinstance(parsed, InductionProposal):
+def proposed_task(reading: Reading, context: ProposeContext) -> ProposedTask | None:
+    """The task a proposer reading extracted (whatever its format verdict), or None."""
+    extracted = reading.extracted
+    if isinstance(extracted, ProgramProposal):
+        return ProposedTask(program=extracted.program, input=extracted.input)
+    if isinstance(extracted, InductionProposal):
         shown = context.references[0].program
-        return ProposedTask(program=shown, inputs=list(parsed.inputs), message=parsed.message), None
-    raise TypeError(f"unexpected proposer parse result {type(parsed).__name__}")
+        return ProposedTask(program=shown, inputs=list(extracted.inputs), message=extracted.message)
+    return None
+
+
+def _value(failure: ParseFailure | None) -> str | None:
+    return failure.value if failure is not None else None
 
 
 def proposal_record(task_type: TaskType, prompt_ids: list[int], completion: Completion, context: ProposeContext,
-                    num_inputs: int) -> Proposal:
-    """A `Proposal` from one completion of one proposer prompt."""
-    task, failure = parse_proposal(task_type, completion.text, context, num_inputs)
+                    num_inputs: int, reject_multiple_functions: bool = True) -> Proposal:
+    """A `Proposal` from one completion of one proposer prompt: its task is extracted whatever the format verdict
+    (a valid task joins its buffer even when its response earns the format penalty, §3.3.2)."""
+    reading = read_response(task_type, Role.PROPOSE, completion.text, num_inputs=num_inputs,
+                            reject_multiple_functions=reject_multiple_functions)
+    failure = reading.extraction_failure
     return Proposal(task_type=task_type, prompt_ids=prompt_ids, response_ids=completion.output_ids,
-                    behaviour_logprobs=completion.logprobs, text=completion.text, task=task, parse_failure=failure,
+                    behaviour_logprobs=completion.logprobs, text=completion.text,
+                    task=proposed_task(reading, context), parse_failure=failure.reason.value if failure else None,
+                    format_ok=reading.format_ok,
+                    format_failure=_value(reading.generation.format_failure),
                     reference_ids=list(context.reference_ids), weight_version=completion.weight_version,
                     finish_reason=completion.finish_reason)
 
 
-def propose(engine: InferenceEngine, task_type: TaskType, contexts: Sequence[ProposeContext],
-            sampling: SamplingParams, num_inputs: int) -> list[Proposal]:
-    """One proposal per context (sampling.n must be 1: each proposal has its own references), in context order."""
+def propose(engine: InferenceEngine, contexts: Mapping[TaskType, Sequence[ProposeContext]],
+            sampling: SamplingParams, num_inputs: int, reject_multiple_functions: bool = True
+            ) -> dict[TaskType, list[Proposal]]:
+    """One proposal per context of every task type, from ONE generation call (the engine batches them all), in
+    context order per type. `sampling.n` must be 1: each proposal has its own references."""
     if sampling.n != 1:
         raise ValueError("proposer rollouts take n=1 per prompt (one rollout per prompt, Table 3)")
-    if not contexts:
-        return []
-    prompts = [engine.prompt_ids(proposer_instruction(task_type, context, num_inputs)) for context in contexts]
-    completions = engine.generate(prompts, sampling)
-    return [proposal_record(task_type, prompt, group[0], context, num_inputs)
-            for prompt, group, context in zip(prompts, completions, contexts)]
+    order = [(task_type, context) for task_type, group in contexts.items() for context in group]
+    prompts = [engine.prompt_ids(proposer_instruction(t, context, num_inputs)) for t, context in order]
+    completions = engine.generate(prompts, sampling) if prompts else []
+    out: dict[TaskType, list[Proposal]] = {task_type: [] for task_type in contexts}
+    for (task_type, context), prompt, group in zip(order, prompts, completions):
+        out[task_type].append(proposal_record(task_type, prompt, group[0], context, num_inputs,
+                                              reject_multiple_functions))
+    return out

@@ -1,19 +1,29 @@
-"""The solver role (Figs 37-39): prompts from tasks, generation, parsing, and the executor's verdict on answers.
+"""The solver role (Figs 37-39): prompts from tasks, generation, reading, and the executor's verdict on answers.
 
-Every answer is judged by the CodeExecutor (the sandbox), never in this process.
+Every answer is judged by the CodeExecutor (the sandbox), never in this process. Two ways to judge a response:
+- a solver episode (Eq 5, 6): a response with a format error is never checked (it earns −1 whatever it says);
+- a learnability sample (Eq 4): its answer is checked whatever its format (the authors count correct answers).
+An executor call that fails for infrastructure reasons is tried once more; if it fails again the verdict is `None`
+and the caller drops that sample, never scoring it (services/rollouts/executor_faults.py).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
-from services.algorithm.parsing import AbductionSolution, DeductionSolution, InductionSolution, parse_response
+from services.algorithm.parsing import (
+    AbductionSolution,
+    DeductionSolution,
+    InductionSolution,
+    learnability_answer,
+    read_response,
+)
 from services.algorithm.prompts import ReferenceTriplet, induction_solver_prompt, solver_prompt
-from services.algorithm.response_format import ParseFailed
 from services.algorithm.task_types import Role, TaskType
-from services.execution import CheckResult, ExecStatus
+from services.execution import CheckResult
 from services.ports import BufferEntry, CodeExecutor, Completion, InferenceEngine, SamplingParams
 from services.records import InductionTask, SolveTask, Solution
+from services.rollouts.executor_faults import with_fault_retry
 
 
 def solve_task_from_entry(entry: BufferEntry) -> SolveTask:
@@ -41,37 +51,41 @@ def solver_instruction(task_type: TaskType, task: SolveTask) -> str:
     return solver_prompt(task_type, ReferenceTriplet(task.program, task.input, task.output))
 
 
-def parse_answer(task_type: TaskType, text: str) -> tuple[str | None, str | None]:
-    """(answer, None) when the response is well formed, else (None, parse-failure reason)."""
-    parsed = parse_response(task_type, Role.SOLVE, text)
-    if isinstance(parsed, ParseFailed):
-        return None, parsed.reason.value
-    if isinstance(parsed, DeductionSolution):
-        return parsed.output, None
-    if isinstance(parsed, AbductionSolution):
-        return parsed.input, None
-    if isinstance(parsed, InductionSolution):
-        return parsed.program.source, None
-    raise TypeError(f"unexpected solver parse result {type(parsed).__name__}")
+def read_answer(task_type: TaskType, text: str) -> tuple[str | None, bool, str | None]:
+    """(answer, format_ok, failure): the answer as read whatever the format (None when none can be extracted), the
+    Eq 6 format verdict, and why the response is a format error (None when it is not)."""
+    reading = read_response(task_type, Role.SOLVE, text)
+    failure = reading.failure
+    extracted = reading.extracted
+    answer: str | None = None
+    if isinstance(extracted, DeductionSolution):
+        answer = extracted.output
+    elif isinstance(extracted, AbductionSolution):
+        answer = extracted.input
+    elif isinstance(extracted, InductionSolution):
+        answer = extracted.program
+    return answer, failure is None, failure.value if failure else None
 
 
 def solution_record(task_type: TaskType, task: SolveTask, prompt_ids: list[int], completion: Completion) -> Solution:
-    answer, failure = parse_answer(task_type, completion.text)
+    answer, format_ok, failure = read_answer(task_type, completion.text)
     return Solution(task_type=task_type, task_id=task.task_id, prompt_ids=prompt_ids,
                     response_ids=completion.output_ids, behaviour_logprobs=completion.logprobs, text=completion.text,
-                    answer=answer, parse_failure=failure, weight_version=completion.weight_version,
-                    finish_reason=completion.finish_reason)
+                    answer=answer, parse_failure=failure, format_ok=format_ok,
+                    weight_version=completion.weight_version, finish_reason=completion.finish_reason)
 
 
-def solve(engine: InferenceEngine, task_type: TaskType, tasks: Sequence[SolveTask],
-          sampling: SamplingParams) -> list[list[Solution]]:
-    """`sampling.n` solutions per task (outer list in task order), parsed but not checked."""
-    if not tasks:
-        return []
-    prompts = [engine.prompt_ids(solver_instruction(task_type, task)) for task in tasks]
-    completions = engine.generate(prompts, sampling)
-    return [[solution_record(task_type, task, prompt, completion) for completion in group]
-            for task, prompt, group in zip(tasks, prompts, completions)]
+def solve(engine: InferenceEngine, tasks: Mapping[TaskType, Sequence[SolveTask]],
+          sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
+    """`sampling.n` solutions per task of every task type, from ONE generation call, read but not checked (outer list
+    in task order per type)."""
+    order = [(task_type, task) for task_type, group in tasks.items() for task in group]
+    prompts = [engine.prompt_ids(solver_instruction(t, task)) for t, task in order]
+    completions = engine.generate(prompts, sampling) if prompts else []
+    out: dict[TaskType, list[list[Solution]]] = {task_type: [] for task_type in tasks}
+    for (task_type, task), prompt, group in zip(order, prompts, completions):
+        out[task_type].append([solution_record(task_type, task, prompt, completion) for completion in group])
+    return out
 
 
 def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, answer: str) -> CheckResult:
@@ -89,21 +103,34 @@ def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, a
 
 
 def with_verdict(solution: Solution, verdict: CheckResult | None) -> Solution:
-    """The solution marked checked: a parse failure is never run (it is a format error, status None)."""
+    """The solution marked checked: not run (a format error, or no answer) -> incorrect with no status."""
     if verdict is None:
         return solution.model_copy(update={"checked": True, "correct": False, "exec_status": None})
     return solution.model_copy(update={"checked": True, "correct": verdict.correct,
                                        "exec_status": verdict.status.value})
 
 
-def check_solution(executor: CodeExecutor, task_type: TaskType, task: SolveTask, solution: Solution) -> Solution:
-    """Check one solution in the sandbox (parse failures are not run)."""
-    if solution.answer is None:
+def check_solution(executor: CodeExecutor, task_type: TaskType, task: SolveTask, solution: Solution, *,
+                   learnability: bool = False) -> Solution | None:
+    """Check one solution in the sandbox; None when the executor failed twice for infrastructure reasons (drop it).
+
+    A solver episode is checked only when its format is right; a learnability sample (`learnability=True`) is
+    checked on the answer its raw response gives, whatever its format."""
+    if learnability:
+        answer = learnability_answer(task_type, solution.text)
+    else:
+        answer = solution.answer if solution.format_ok else None
+    if answer is None:
         return with_verdict(solution, None)
-    return with_verdict(solution, check_answer(executor, task_type, task, solution.answer))
+    verdict = with_fault_retry(lambda: check_answer(executor, task_type, task, answer),
+                               lambda result: result.status, f"{task_type.value} check of task {task.task_id}")
+    return None if verdict is None else with_verdict(solution, verdict)
 
 
-def is_sandbox_fault(verdict: CheckResult) -> bool:
-    """An infrastructure fault, never the answer's fault (it is retried by the executor, reported if it persists)."""
-    return verdict.status is ExecStatus.SANDBOX_ERROR
-
+def checked_or_fault(checked: Solution | None, solution: Solution) -> Solution:
+    """The checked solution; when the executor failed twice for infrastructure reasons (`check_solution` gave None),
+    the solution marked wrong with status `sandbox_error`, for callers that report rather than drop (the solver API's
+    `check: true`, an evaluation): never silently right."""
+    if checked is not None:
+        return checked
+    return solution.model_copy(update={"checked": True, "correct": False, "exec_status": "sandbox_error"})

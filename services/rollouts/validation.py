@@ -1,17 +1,22 @@
-"""Proposal validation (§3.3.3): a parsed proposal becomes a buffer entry only if the executor says `ok`.
+"""Proposal validation (§3.3.3): an extracted task becomes a buffer entry only if the executor says `ok`.
 
 The executor runs the program twice in fresh processes under different hash seeds, refuses forbidden modules, and
-computes the gold output(s) under a fixed hash seed; see executor_svc/executor.py.
+computes the gold output(s) under a fixed hash seed (executor_svc/executor.py). Validity alone decides whether a
+task joins its buffer; the response's format verdict only changes its reward (§3.3.2). Seeding strips its programs
+of comments and global variables first (§3.3.1, `seed_programs.strip_seed_program`); self-play programs go in as
+written. An infrastructure fault (services/rollouts/executor_faults.py) leaves the proposal `dropped`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from services.algorithm.seed_programs import strip_seed_program
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
 from services.ports import BufferEntry, CodeExecutor
 from services.records import InductionTask, Proposal, Triplet, TripletSource
+from services.rollouts.executor_faults import with_fault_retry
 
 
 @dataclass(frozen=True)
@@ -19,9 +24,10 @@ class ValidatedProposal:
     """A proposal with the executor's verdict: `entry` is the buffer entry when valid."""
 
     proposal: Proposal
-    status: str | None  # ExecStatus value; None when the response did not parse (nothing was run)
+    status: str | None  # ExecStatus value; None when no task was extracted (nothing was run) or it was dropped
     error: str | None
     entry: BufferEntry | None
+    dropped: bool = False  # the executor failed twice for infrastructure reasons: no verdict, no episode
 
     @property
     def valid(self) -> bool:
@@ -29,24 +35,34 @@ class ValidatedProposal:
 
 
 def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, policy_version: int,
-                      source: TripletSource = TripletSource.PROPOSED) -> ValidatedProposal:
-    """Run the proposal's program in the sandbox; a valid one becomes a Triplet / InductionTask (not yet stored)."""
+                      source: TripletSource = TripletSource.PROPOSED, strip: bool = False) -> ValidatedProposal:
+    """Run the proposal's program in the sandbox; a valid one becomes a Triplet / InductionTask (not yet stored).
+
+    `strip`: seeding's rule, the program is stripped of comments and global variables before it is validated."""
     task = proposal.task
     if task is None:
         return ValidatedProposal(proposal, None, proposal.parse_failure, None)
+    what = f"validation of a {proposal.task_type.value} proposal"
     if proposal.task_type is TaskType.INDUCTION:
         assert task.inputs is not None and task.message is not None
-        result = executor.validate_induction(task.program, task.inputs)
-        if result.status is not ExecStatus.OK or result.outputs is None:
-            return ValidatedProposal(proposal, result.status.value, result.error, None)
-        entry: BufferEntry = InductionTask(program=task.program, inputs=list(task.inputs), outputs=result.outputs,
+        inputs = list(task.inputs)
+        induction = with_fault_retry(lambda: executor.validate_induction(task.program, inputs),
+                                     lambda result: result.status, what)
+        if induction is None:
+            return ValidatedProposal(proposal, None, "executor unavailable", None, dropped=True)
+        if induction.status is not ExecStatus.OK or induction.outputs is None:
+            return ValidatedProposal(proposal, induction.status.value, induction.error, None)
+        entry: BufferEntry = InductionTask(program=task.program, inputs=inputs, outputs=induction.outputs,
                                            message=task.message, source=source, step=step,
                                            policy_version=policy_version)
         return ValidatedProposal(proposal, ExecStatus.OK.value, None, entry)
     assert task.input is not None
-    single = executor.validate_proposal(task.program, task.input)
+    program, given = strip_seed_program(task.program) if strip else task.program, task.input
+    single = with_fault_retry(lambda: executor.validate_proposal(program, given), lambda result: result.status, what)
+    if single is None:
+        return ValidatedProposal(proposal, None, "executor unavailable", None, dropped=True)
     if single.status is not ExecStatus.OK or single.output is None:
         return ValidatedProposal(proposal, single.status.value, single.error, None)
-    entry = Triplet(buffer=proposal.task_type, program=task.program, input=task.input, output=single.output,
+    entry = Triplet(buffer=proposal.task_type, program=program, input=given, output=single.output,
                     imports=list(single.imports), source=source, step=step, policy_version=policy_version)
     return ValidatedProposal(proposal, ExecStatus.OK.value, None, entry)

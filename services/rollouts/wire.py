@@ -14,6 +14,7 @@ from services.records import RECORD_SCHEMA_VERSION, Proposal, SolveTask, Solutio
 MAX_PROPOSALS_PER_REQUEST = 512
 MAX_TASKS_PER_REQUEST = 512
 MAX_SAMPLES_PER_TASK = 64
+MAX_INSTRUCTIONS_PER_REQUEST = 512
 
 
 class ReferenceIn(BaseModel):
@@ -84,3 +85,17 @@ class SolveResponse(BaseModel):
     schema_version: int = RECORD_SCHEMA_VERSION
     solutions: list[list[Solution]]
     weight_version: str
+
+
+class PromptTokensRequest(BaseModel):
+    """Task instructions whose full prompts (R1 wrapper or chat template included) the coordinator needs to measure."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    instructions: list[str] = Field(min_length=1, max_length=MAX_INSTRUCTIONS_PER_REQUEST)
+
+
+class PromptTokensResponse(BaseModel):
+    """Prompt length in tokens of each instruction, in order, with the served model's tokenizer."""
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    tokens: list[int]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from services.algorithm.task_types import TaskType
-from services.records import InductionTask, Triplet, TripletSource
+from services.records import RECORD_SCHEMA_VERSION, InductionTask, Triplet, TripletSource
 
 
 def fill(store, rows, count: int) -> list[str]:
@@ -60,7 +60,7 @@ def test_one_entry_and_404s(embedded_api, cruxeval_rows) -> None:
     with embedded_api.client(token=None) as client:
         entry = client.get(f"/v1/buffers/deduction/{entry_id}")
         assert entry.status_code == 200 and entry.json()["output"] == cruxeval_rows[0]["output"]
-        assert entry.json()["schema_version"] == 1
+        assert entry.json()["schema_version"] == RECORD_SCHEMA_VERSION
         assert client.get(f"/v1/buffers/abduction/{entry_id}").status_code == 404
         unknown = client.get("/v1/buffers/retrieval")
         assert unknown.status_code == 404 and "unknown buffer" in unknown.json()["detail"]

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from proposer_api.prometheus_metrics import PARSED, ProposerMetrics
+from proposer_api.prometheus_metrics import FORMAT_ERROR, PARSED, ProposerMetrics
 from proposer_servers import serve, settings_for
 from services.algorithm.task_types import TaskType
 from services.ports import Completion
@@ -36,7 +36,8 @@ def test_propose_route_counts_each_proposal_by_outcome(embedded_api, sandbox, cr
             assert response.status_code == 200, response.text
             proposals = response.json()["proposals"]
             assert len(proposals) == count
-            expected.update((task_type, PARSED if p["task"] is not None else p["parse_failure"]) for p in proposals)
+            expected.update((task_type, p["parse_failure"] if p["task"] is None else PARSED if p["format_ok"]
+                             else FORMAT_ERROR) for p in proposals)
         assert httpx.post(f"{url}/v1/propose", json={"task_type": "deduction"}).status_code == 401
         samples = scrape(f"{url}/metrics")
     counted = {(dict(labels)["task_type"], dict(labels)["outcome"]): v
@@ -55,11 +56,13 @@ def test_a_well_formed_proposal_counts_as_parsed() -> None:
     proposals = [proposal_record(TaskType.DEDUCTION, [1], Completion(prompt_index=0, text=text, output_ids=[1],
                                                                      logprobs=[-0.1], finish_reason="stop",
                                                                      weight_version="0"), context, 10)
-                 for text in (good, "no template at all")]
-    assert proposals[0].task is not None and proposals[1].parse_failure == "no_think"
+                 for text in (good, "no template at all", good.replace("</think>\n", "</think> Sure! "))]
+    assert proposals[0].task is not None and proposals[1].parse_failure == "missing_code_block"
+    assert proposals[2].task is not None and proposals[2].format_failure == "malformed_tags"
     metrics.observe(proposals)
     samples = parse_exposition(generate_latest(registry).decode())
     assert labelled(samples, "azr_proposer_proposals_total") == {
         (("outcome", "parsed"), ("task_type", "deduction")): 1,
-        (("outcome", "no_think"), ("task_type", "deduction")): 1,
+        (("outcome", "missing_code_block"), ("task_type", "deduction")): 1,
+        (("outcome", "format_error"), ("task_type", "deduction")): 1,
     }

@@ -72,7 +72,7 @@ def test_solve_route_counts_checked_answers_only(sandbox: Executor) -> None:
         assert checked.status_code == 200, checked.text
         samples = scrape(f"{url}/metrics")
     (solutions,) = checked.json()["solutions"]
-    expected = Counter("parse_failure" if s["answer"] is None else "correct" if s["correct"] else s["exec_status"]
-                       for s in solutions)
+    expected = Counter("parse_failure" if not s["format_ok"] or s["answer"] is None else "correct" if s["correct"]
+                       else s["exec_status"] for s in solutions)
     counted = {dict(labels)["outcome"]: v for labels, v in labelled(samples, "azr_solver_checked_answers_total").items()}
     assert counted == dict(expected) and sum(counted.values()) == 3

@@ -26,8 +26,9 @@ def test_collate_right_pads_and_aligns_response_positions() -> None:
         picked = mb.input_ids[row, mb.response_positions[row, :n] + 1]
         assert torch.equal(picked, mb.response_ids[row, :n])
     assert mb.response_mask.tolist() == [[True, True, False, False], [True, True, True, True]]
-    assert mb.old_logprobs[0].tolist() == pytest.approx([-0.1, -0.2, 0.0, 0.0])
-    assert mb.has_old_logprobs.tolist() == [True, False]
+    assert mb.behaviour_logprobs[0].tolist() == pytest.approx([-0.1, -0.2, 0.0, 0.0])
+    assert mb.has_behaviour_logprobs.tolist() == [True, False]
+    assert mb.has_old_logprobs.tolist() == [False, False]  # π_old is recomputed by the policy, not copied
     assert mb.advantages.tolist() == [0.5, -0.5]
 
 

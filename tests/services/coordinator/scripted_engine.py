@@ -79,6 +79,7 @@ class ScriptedEngine:
         self.version = str(version)
         self.seen: dict[str, int] = {}
         self.calls: list[tuple[str, int]] = []  # (kind, n) per prompt, in order
+        self.prompts_seen: list[list[int]] = []  # every prompt generated from
         self._lock = threading.Lock()
 
     def prompt_ids(self, instruction: str) -> list[int]:
@@ -95,6 +96,7 @@ class ScriptedEngine:
             group = []
             with self._lock:
                 self.calls.append((kind, sampling.n))
+                self.prompts_seen.append(list(prompt))
                 for _ in range(sampling.n):
                     seen = self.seen.get(kind, 0)
                     self.seen[kind] = seen + 1

@@ -110,7 +110,7 @@ def test_scrape_after_a_step_matches_its_metrics_line(coordinator) -> None:
         (("outcome", "valid"), ("status", "ok"), ("task_type", "deduction")): 1,
         (("outcome", "invalid"), ("status", "forbidden"), ("task_type", "deduction")): 1,
         (("outcome", "valid"), ("status", "ok"), ("task_type", "abduction")): 1,
-        (("outcome", "parse_failure"), ("status", "no_think"), ("task_type", "abduction")): 1,
+        (("outcome", "parse_failure"), ("status", "missing_code_block"), ("task_type", "abduction")): 1,
         (("outcome", "valid"), ("status", "ok"), ("task_type", "induction")): 2,
     }
     assert (line["valid_rate/deduction"], line["valid_rate/abduction"], line["valid_rate/induction"]) == \
@@ -147,3 +147,19 @@ def test_a_group_without_data_drops_its_last_step_series() -> None:
     assert labelled(samples, "azr_coordinator_valid_rate_ratio") == {}
     assert value(samples, "azr_coordinator_step_phase_seconds_sum", phase="total") == 5.0
     assert value(samples, "azr_coordinator_policy_version") == 1
+
+
+def test_dropped_episodes_and_format_failures_are_counted() -> None:
+    """`dropped/<type>/<role>` and `format_failures/<type>/<role>/<reason>` of each line add up in counters."""
+    metrics = CoordinatorMetrics()
+    for step in (1, 2):
+        metrics.observe_step({"step": step, "dropped/deduction/solve": 1, "dropped/abduction/learnability": step,
+                              "format_failures/induction/propose/no_think": 2, "policy_version_after": 0})
+    from prometheus_client import generate_latest
+    from prometheus_scrape import parse_exposition
+
+    samples = parse_exposition(generate_latest(metrics.registry).decode())
+    assert value(samples, "azr_coordinator_dropped_total", task_type="deduction", role="solve") == 2
+    assert value(samples, "azr_coordinator_dropped_total", task_type="abduction", role="learnability") == 3
+    assert value(samples, "azr_coordinator_format_failures_total", task_type="induction", role="propose",
+                 reason="no_think") == 4

@@ -22,7 +22,7 @@ from throwaway_servers import PrivateDatabase, free_port, wait_for
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
-from services.rollouts.solving import check_answer, parse_answer, solve_task_from_entry
+from services.rollouts.solving import check_answer, read_answer, solve_task_from_entry
 from services.store import open_store
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -134,10 +134,10 @@ def test_two_steps_through_every_service(stack: tuple[Stack, str], shared_dir: P
             assert store.count(task_type) > B  # the seed files reached PostgreSQL through the executor
         with Executor(workers=1) as executor:  # the rewards agree with a fresh executor's verdicts
             for episode in [e for e in episodes if e.role is Role.SOLVE]:
-                answer, _ = parse_answer(episode.task_type, episode.text or "")
+                answer, format_ok, _ = read_answer(episode.task_type, episode.text or "")
                 entry = store.get(episode.task_type, episode.task_id or "")
                 assert entry is not None
-                if answer is None:
+                if answer is None or not format_ok:
                     assert episode.reward == -1.0
                 else:
                     verdict = check_answer(executor, episode.task_type, solve_task_from_entry(entry), answer)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from scripted_engine import ScriptedEngine
+from scripted_engine import ScriptedEngine, fenced, r1
 from test_step import SCRIPTS
 
 from executor_svc.executor import Executor
@@ -55,4 +55,32 @@ def test_seeding_gives_up_after_max_rounds_and_says_so(tmp_path: Path, executor:
     assert report["triplet_rounds"] == 2 and report["induction_rounds"] == 2
     assert store.count(TaskType.DEDUCTION) == 1  # the zero triplet only
     assert store.count(TaskType.INDUCTION) == 0
+    store.close()
+
+
+def test_seeding_reports_each_round_and_names_its_bound_when_it_gives_up(tmp_path: Path, executor: Executor) -> None:
+    never_valid = dict(SCRIPTS, **{kind: (lambda _i, _s: "no template") for kind in SCRIPTS if kind.startswith("propose")})
+    store = open_store(f"sqlite:///{tmp_path / 'b.sqlite3'}", create=True)
+    lines: list[str] = []
+    report = seed_buffers(store=store, executor=executor, rollouts=EngineRollouts(ScriptedEngine(never_valid)),
+                          config=CONFIG, target=4, max_rounds=3, rng=random.Random(1), progress=lines.append)
+    round_lines = [line for line in lines if line.startswith("seeding D_ded/D_abd round")]
+    assert len(round_lines) == 3 and "round 3 (at most 3)" in round_lines[-1] and "0/4 proposals valid" in round_lines[0]
+    assert "AZR_SEED_MAX_ROUNDS=3" in report["gave_up"] and lines[-1] == report["gave_up"]
+    store.close()
+
+
+def test_seed_programs_are_stripped_of_comments_and_globals(tmp_path: Path, executor: Executor) -> None:
+    """§3.3.1: seed programs lose comments, docstrings and global statements before validation; self-play does not."""
+    cluttered = '"""Doubles."""\nSCALE = 2  # unused global\ndef f(x):\n    # double it\n    return x * 2\nprint(f(3))'
+
+    def propose(_: str, seen: int) -> str:
+        return r1(fenced("python", cluttered) + "\n" + fenced("input", str(seen + 1)))
+
+    store = open_store(f"sqlite:///{tmp_path / 'b.sqlite3'}", create=True)
+    scripts = dict(SCRIPTS, **{"propose/deduction": propose, "propose/abduction": propose})
+    seed_buffers(store=store, executor=executor, rollouts=EngineRollouts(ScriptedEngine(scripts)), config=CONFIG,
+                 target=3, max_rounds=2, rng=random.Random(1))
+    entries, _ = store.list_entries(TaskType.DEDUCTION, limit=100, source=TripletSource.SEED)
+    assert entries and {e.program for e in entries} == {"def f(x):\n    return x * 2"}
     store.close()

@@ -18,7 +18,7 @@ from services.coordinator.rollout_port import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.queues import InProcessEpisodeQueue
 from services.records import TripletSource
-from services.rollouts.solving import check_answer, solve_task_from_entry
+from services.rollouts.solving import check_answer, read_answer, solve_task_from_entry
 from services.store import open_store
 from scripted_engine import (ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1,
                              solve_induction)
@@ -87,7 +87,8 @@ def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
     assert [e.reward for e in by_group[(TaskType.DEDUCTION, Role.PROPOSE)]] == [0.5, -1.0]
     assert by_group[(TaskType.DEDUCTION, Role.PROPOSE)][1].exec_status == "forbidden"
     assert [e.reward for e in by_group[(TaskType.ABDUCTION, Role.PROPOSE)]] == [0.5, -1.0]
-    assert by_group[(TaskType.ABDUCTION, Role.PROPOSE)][1].exec_status == "no_think"
+    assert by_group[(TaskType.ABDUCTION, Role.PROPOSE)][1].exec_status == "missing_code_block"
+    assert by_group[(TaskType.ABDUCTION, Role.PROPOSE)][1].format_ok is False
     for episode in by_group[(TaskType.INDUCTION, Role.PROPOSE)]:
         # the solver always writes x * 2: r̄ ∈ {0, 1} on a valid task -> 0; an invalid proposal -> −1
         assert episode.reward == (0.0 if episode.exec_status == "ok" else -1.0)
@@ -106,10 +107,8 @@ def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
         for episode in by_group[(task_type, Role.SOLVE)]:
             entry = store.get(task_type, episode.task_id or "")
             assert entry is not None
-            from services.rollouts.solving import parse_answer
-
-            answer, failure = parse_answer(task_type, episode.text or "")
-            if answer is None:
+            answer, format_ok, _ = read_answer(task_type, episode.text or "")
+            if answer is None or not format_ok:
                 assert episode.reward == -1.0
                 continue
             verdict = check_answer(executor, task_type, solve_task_from_entry(entry), answer)

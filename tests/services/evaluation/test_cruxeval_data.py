@@ -34,7 +34,8 @@ def row_json(**fields: object) -> str:
 
 def sample(split: Split, correct: bool, answer: str | None = "1") -> EvalSample:
     return EvalSample(id="r", split=split, task_type=TaskType.DEDUCTION, response="", answer=answer,
-                      parse_failure=None if answer is not None else "no_think", correct=correct,
+                      format_ok=answer is not None, parse_failure=None if answer is not None else "no_think",
+                      correct=correct,
                       exec_status=None, gold="1", finish_reason="stop", response_tokens=0, weight_version="0")
 
 

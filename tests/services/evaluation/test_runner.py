@@ -89,7 +89,7 @@ def test_accuracy_is_the_fraction_the_executor_accepts(rows: list[CruxRow], exec
         kind = outcome(index)
         assert sample.correct is (kind == "right"), sample
         if kind == "unparseable":  # counted wrong, never run, the reason recorded
-            assert (sample.answer, sample.exec_status, sample.parse_failure) == (None, None, "no_think")
+            assert (sample.format_ok, sample.exec_status, sample.parse_failure) == (False, None, "no_think")
         else:
             assert sample.parse_failure is None and sample.answer is not None
             assert sample.exec_status == ("ok" if kind == "right" else wrong_status[sample.split])
@@ -138,7 +138,7 @@ def test_http_rollouts_split_more_tasks_than_one_request_carries() -> None:
                                           engine=engine)) as url:
         rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, retries=0)
         try:
-            groups = rollouts.solve(TaskType.DEDUCTION, tasks, greedy_sampling(8))
+            groups = rollouts.solve({TaskType.DEDUCTION: tasks}, greedy_sampling(8))[TaskType.DEDUCTION]
         finally:
             rollouts.close()
     assert len(engine.samplings) == 2  # two requests: 512 tasks, then 3

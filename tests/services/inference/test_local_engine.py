@@ -115,6 +115,18 @@ def test_same_seed_same_samples_other_seed_other_samples(tiny_engine: LocalEngin
     assert run(11) != run(12)
 
 
+def test_every_sample_has_its_own_seed(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
+    """Sample k of a seeded request draws from seed + k alone: the n samples of a prompt differ, and a sample is the
+    same whether it is drawn in a batch or alone (so a deterministic server cannot repeat one sample n times)."""
+    sampling = SamplingParams(max_new_tokens=12, temperature=1.0, n=4, seed=500)
+    batch = tiny_engine.generate(prompts, sampling)
+    assert all(len({tuple(c.output_ids) for c in group}) == 4 for group in batch)
+    for index, prompt in enumerate(prompts):
+        for j in range(4):
+            alone = tiny_engine.generate([prompt], sampling.model_copy(update={"n": 1, "seed": 500 + index * 4 + j}))
+            assert alone[0][0].output_ids == batch[index][j].output_ids
+
+
 def test_engine_seed_makes_unseeded_runs_reproducible(tiny_dir: Path, prompts: list[list[int]]) -> None:
     sampling = SamplingParams(max_new_tokens=10, temperature=1.0, n=2)
     runs = [LocalEngine(tiny_dir, device="cpu", seed=99).generate(prompts, sampling) for _ in range(2)]

@@ -59,6 +59,17 @@ def test_batch_with_n_maps_samples_to_their_prompts(client: SGLangClient, prompt
         assert [c.output_ids for c in batch[index]] == [c.output_ids for c in alone]
 
 
+def test_seeded_samples_travel_one_row_each_with_their_own_seed(client: SGLangClient, prompts: list[list[int]],
+                                                                tiny_engine: LocalEngine) -> None:
+    """A seeded request with n = 4 reaches the server as one row per sample with seed + k, so every sample is the
+    one the local engine draws for that seed, and the n samples of a prompt differ."""
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0, n=4, seed=77)
+    remote = client.generate(prompts[:2], sampling)
+    local = tiny_engine.generate(prompts[:2], sampling)
+    assert [[c.output_ids for c in g] for g in remote] == [[c.output_ids for c in g] for g in local]
+    assert all(len({tuple(c.output_ids) for c in group}) == 4 for group in remote)
+
+
 def test_logprobs_come_back_per_token(client: SGLangClient, prompts: list[list[int]],
                                       tiny_engine: LocalEngine) -> None:
     out = client.generate(prompts[:1], SamplingParams(max_new_tokens=10, temperature=1.0, seed=3))[0][0]
@@ -141,10 +152,13 @@ def test_5xx_then_abort_are_retried(servers: list[InferenceServerProcess], tiny_
         out = flaky.generate(prompts[:2], SamplingParams(max_new_tokens=5, temperature=1.0, n=2, seed=9))
         assert [len(g) for g in out] == [2, 2]
         assert all(c.finish_reason == "length" and len(c.output_ids) == 5 for g in out for c in g)
-        # 1: refused with 500; 2: the full batch (first sample aborted); 3: only the aborted sample, n=1.
+        # 1: refused with 500; 2: the full batch, one row per seeded sample (the first aborted); 3: only the
+        # aborted sample, n=1, with the seed it had.
         assert len(proxy.bodies) == 3
+        assert proxy.bodies[1]["input_ids"] == [prompts[0], prompts[0], prompts[1], prompts[1]]
+        assert [p["sampling_seed"] for p in proxy.bodies[1]["sampling_params"]] == [9, 10, 11, 12]
         assert proxy.bodies[2]["input_ids"] == [prompts[0]]
-        assert proxy.bodies[2]["sampling_params"]["n"] == 1
+        assert [(p["n"], p["sampling_seed"]) for p in proxy.bodies[2]["sampling_params"]] == [(1, 9)]
     finally:
         flaky.close()
         proxy.close()

@@ -1,0 +1,41 @@
+"""The sizes and sampling of one self-play step, from Settings (the embedded profile only shrinks sizes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.algorithm.prompts import ReferenceTriplet
+from services.ports import SamplingParams
+from services.records import Triplet
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """The sizes and sampling of one step (from Settings; the embedded profile only shrinks sizes)."""
+
+    batch_size: int  # B per (task type x role)
+    references_k: int  # K
+    learnability_samples: int  # n
+    induction_inputs: int  # N
+    max_response_tokens: int
+    temperature: float
+    top_p: float
+    max_prompt_tokens: int = 0  # 0: prompts are not length-checked
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> StepConfig:
+        return cls(batch_size=settings.batch_size, references_k=settings.references_k,
+                   learnability_samples=settings.learnability_samples, induction_inputs=settings.induction_inputs,
+                   max_response_tokens=settings.max_response_tokens, temperature=settings.temperature,
+                   top_p=settings.top_p, max_prompt_tokens=settings.max_prompt_tokens)
+
+    def sampling(self, n: int = 1, seed: int | None = None) -> SamplingParams:
+        return SamplingParams(max_new_tokens=self.max_response_tokens, temperature=self.temperature,
+                              top_p=self.top_p, n=n, seed=seed)
+
+
+def to_reference(entry: Triplet) -> ReferenceTriplet:
+    """A buffer triplet as a proposer prompt shows it."""
+    return ReferenceTriplet(entry.program, entry.input, entry.output)
+
