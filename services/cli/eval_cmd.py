@@ -1,8 +1,8 @@
 """`azr eval cruxeval`: CRUXEval-O (deduction) and CRUXEval-I (abduction) accuracy of a model, greedy, with our
 solver prompts and executor checks (services/evaluation).
 
-Prints one line per split to stdout (`CRUXEval-O  accuracy 0.350 (7/20)  parse failures 2`) and writes one JSON
-line per (row, split) to `--out`: by default `<run_root>/eval/cruxeval-<model>-<UTC time>.jsonl` (`runs/eval/...`
+Prints one line per split to stdout (`CRUXEval-O  accuracy 0.350 (7/20)  format OK 0.900  parse failures 2`) and
+writes one JSON line per (row, split) to `--out`: by default `<run_root>/eval/cruxeval-<model>-<UTC time>.jsonl` (`runs/eval/...`
 unless AZR_RUN_ROOT says otherwise), so runs never overwrite each other and sit beside the self-play runs.
 Exit codes: 0 done, 2 bad arguments or an unusable data file, model or output path (the reason on stderr).
 """
@@ -82,10 +82,13 @@ def cruxeval(
     batch_size: Annotated[int, typer.Option(help="Prompts decoded together.")] = 32,
     max_response_tokens: Annotated[Optional[int], typer.Option(help="Longest response, in tokens "
                                                                     "(default: AZR_MAX_RESPONSE_TOKENS).")] = None,
+    exclude_seeds: Annotated[Optional[list[Path]], typer.Option(
+        help="Leave out rows whose program is in this seed file (repeatable): a held-out probe for a run seeded "
+             "from it. Applied before --limit.")] = None,
 ) -> None:
     """CRUXEval accuracy with our solver prompts (Figs 37-38), greedy decoding, answers judged by the executor."""
     from services.evaluation.cruxeval import EvalDataError, Split
-    from services.evaluation.dataset import load_rows
+    from services.evaluation.dataset import held_out, load_rows, seed_programs
     from services.inference.model_registry import resolve_model
     from services.ports import InferenceError
 
@@ -99,9 +102,17 @@ def cruxeval(
         raise typer.BadParameter("must be at least 1", param_hint="--max-response-tokens")
     settings = Settings(**({"model": model} if model is not None else {}))
     try:
-        rows = load_rows(data or settings.eval_data, limit)
+        rows = load_rows(data or settings.eval_data)
+        if exclude_seeds:
+            kept = held_out(rows, seed_programs(exclude_seeds))
+            typer.echo(f"held out: {len(kept)} of {len(rows)} rows (the others' programs are in the seed files)",
+                       err=True)
+            rows = kept
+        rows = rows[:limit] if limit else rows
     except EvalDataError as error:
         raise refuse(str(error)) from None
+    if not rows:
+        raise refuse("no rows left to evaluate")
     try:
         model_dir = resolve_model(settings.model)  # a real model is verified and converted here on first use
     except InferenceError as error:

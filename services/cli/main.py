@@ -14,6 +14,7 @@ from services.cli.plot_cmd import plot
 from services.cli.run_cmd import run
 from services.cli.seeds_cmd import seeds_app
 from services.cli.serve_cmd import serve_app
+from services.cli.trend_cmd import trend
 from trainer_svc.cli import trainer
 
 app = typer.Typer(
@@ -34,3 +35,4 @@ app.add_typer(seeds_app, name="seeds")
 app.add_typer(eval_app, name="eval")
 app.command("plot")(plot)
 app.command("parse")(parse)
+app.command("trend")(trend)

@@ -119,17 +119,22 @@ class SplitScore:
     split: Split
     correct: int
     count: int
-    parse_failures: int
+    parse_failures: int  # responses failing the Eq 6 format check (their answers are never checked)
 
     @property
     def accuracy(self) -> float:
         """correct / count (0.0 for an empty split, which the callers never evaluate)."""
         return self.correct / self.count if self.count else 0.0
 
+    @property
+    def format_ok_rate(self) -> float:
+        """Share of responses passing the format check."""
+        return (self.count - self.parse_failures) / self.count if self.count else 0.0
+
     def line(self) -> str:
-        """The printed summary, e.g. `CRUXEval-O  accuracy 0.350 (7/20)  parse failures 2`."""
+        """The printed summary, e.g. `CRUXEval-O  accuracy 0.350 (7/20)  format OK 0.900  parse failures 2`."""
         return (f"{SPLIT_LABEL[self.split]}  accuracy {self.accuracy:.3f} ({self.correct}/{self.count})  "
-                f"parse failures {self.parse_failures}")
+                f"format OK {self.format_ok_rate:.3f}  parse failures {self.parse_failures}")
 
 
 def score(samples: Iterable[EvalSample]) -> dict[Split, SplitScore]:
@@ -142,9 +147,11 @@ def score(samples: Iterable[EvalSample]) -> dict[Split, SplitScore]:
 
 
 def metrics_keys(scores: dict[Split, SplitScore]) -> dict[str, float | int]:
-    """The metrics-line entries: `eval/cruxeval_o` (accuracy) and `eval/cruxeval_o/count`, same for `_i`."""
+    """The metrics-line entries: `eval/cruxeval_o` (accuracy), `eval/cruxeval_o/count` and
+    `eval/cruxeval_o/format_ok` (share passing the format check), same for `_i`."""
     keys: dict[str, float | int] = {}
     for split, split_score in scores.items():
         keys[METRIC_KEY[split]] = round(split_score.accuracy, 6)
         keys[f"{METRIC_KEY[split]}/count"] = split_score.count
+        keys[f"{METRIC_KEY[split]}/format_ok"] = round(split_score.format_ok_rate, 6)
     return keys

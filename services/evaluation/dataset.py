@@ -7,8 +7,10 @@ raised as EvalDataError naming the file and the line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+from services.algorithm.program_identity import normalise_program
 from services.evaluation.cruxeval import CruxRow, EvalDataError, row_from_object
 from services.jsonl_rows import read_jsonl_rows
 
@@ -40,3 +42,23 @@ def load_rows(path: Path, limit: int = 0) -> list[CruxRow]:
     if not rows:
         raise EvalDataError(f"{path}: no rows")
     return rows[:limit] if limit else rows
+
+
+def seed_programs(paths: Iterable[Path]) -> set[str]:
+    """The normalised programs of seed files (the authors' format: `snippet`; `azr validate` rows: `program`), so
+    a held-out probe can leave out every row whose program the run was seeded with. EvalDataError for a missing or
+    unreadable file; rows without a program are ignored."""
+    programs: set[str] = set()
+    for path in paths:
+        if not path.is_file():
+            raise EvalDataError(f"{path}: no such file")
+        for _, obj, _problem in read_jsonl_rows(path):
+            program = (obj or {}).get("snippet") or (obj or {}).get("program")
+            if isinstance(program, str):
+                programs.add(normalise_program(program))
+    return programs
+
+
+def held_out(rows: list[CruxRow], excluded_programs: set[str]) -> list[CruxRow]:
+    """The rows whose normalised program is not in `excluded_programs`, in file order."""
+    return [row for row in rows if normalise_program(row.code) not in excluded_programs]

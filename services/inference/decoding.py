@@ -34,6 +34,17 @@ class RowSpec:
     stop: Sequence[str] = ()
 
 
+@dataclass(frozen=True)
+class DecodeProgress:
+    """Where one decoding batch stands, reported after each step (for a live progress display)."""
+
+    step: int  # tokens decoded so far per live row (1 after the first step)
+    max_new_tokens: int
+    rows: int  # rows in the batch at the start
+    live: int  # rows still decoding
+    tokens: int  # tokens sampled so far, all rows together
+
+
 @dataclass
 class RawSample:
     """One finished (or aborted) row."""
@@ -69,13 +80,14 @@ def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
 def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: RowSpec, *, eos_ids: set[int],
                 pad_id: int, detokenize: Callable[[Sequence[int]], str],
                 generator: torch.Generator | None | list[torch.Generator | None],
-                abort: threading.Event | None = None, repeats: int = 1) -> list[RawSample]:
+                abort: threading.Event | None = None, repeats: int = 1,
+                on_step: Callable[[DecodeProgress], None] | None = None) -> list[RawSample]:
     """Sample `repeats` continuations of each prompt (prompt-major order: prompt 0's samples first).
 
     Each prompt is prefilled once and its KV cache copied to its `repeats` rows; rows that finish are dropped from
     the batch, so long samples do not pay for short ones. `generator`: one for all rows, or one per sample (in the
     samples' order), so a sample's tokens depend only on its own seed. `abort`, when set, ends every unfinished row at
-    the next step with finish_reason `abort` and what it had so far.
+    the next step with finish_reason `abort` and what it had so far. `on_step` is called after every step.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
@@ -90,6 +102,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
         positions = positions.repeat_interleave(repeats, dim=0)
     samples = [RawSample() for _ in range(len(prompts) * repeats)]
     live = list(range(len(samples)))  # sample index of each batch row
+    sampled = 0
     step_positions = positions[:, -1:]
     for step in range(spec.max_new_tokens):
         if abort is not None and abort.is_set():
@@ -101,6 +114,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
         row_generator = [generator[i] for i in live] if isinstance(generator, list) else generator
         tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, row_generator)
         keep = []
+        sampled += len(live)
         for row, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist())):
             sample = samples[live[row]]
             sample.output_ids.append(token)
@@ -111,6 +125,9 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
                 sample.finish_reason, sample.matched = "stop", hit[1]
             else:
                 keep.append(row)
+        if on_step is not None:
+            on_step(DecodeProgress(step=step + 1, max_new_tokens=spec.max_new_tokens, rows=len(samples),
+                                   live=len(keep), tokens=sampled))
         if not keep:
             live = []
             break

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from services.inference.chat_codec import PromptCodec, PromptForm
-from services.inference.decoding import RawSample, RowSpec, decode_rows
+from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
 from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
 
@@ -75,6 +75,8 @@ class LocalEngine:
         self._lock = threading.Lock()
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
         self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(self._model)
+        self.on_decode_step: Callable[[DecodeProgress], None] | None = None
+        """Called after every decoding step of every batch (a live progress display sets it)."""
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
@@ -154,7 +156,8 @@ class LocalEngine:
                                  torch.Generator(device=self.device).manual_seed(seed) for seed in rows]
                 flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=n,
                                     eos_ids=self._eos_ids, pad_id=self.codec.pad_token_id(),
-                                    detokenize=self.codec.decode, generator=generator, abort=abort)
+                                    detokenize=self.codec.decode, generator=generator, abort=abort,
+                                    on_step=self.on_decode_step)
             version = self._version
         return [flat[i * sampling.n:(i + 1) * sampling.n] for i in range(len(prompts))], version
 

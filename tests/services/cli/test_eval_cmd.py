@@ -20,7 +20,8 @@ from services.cli.main import app
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 RUNNER = CliRunner()
-SCORE_LINE = re.compile(r"^(CRUXEval-[OI])  accuracy (\d\.\d{3}) \((\d+)/(\d+)\)  parse failures (\d+)$", re.M)
+SCORE_LINE = re.compile(r"^(CRUXEval-[OI])  accuracy (\d\.\d{3}) \((\d+)/(\d+)\)  format OK (\d\.\d{3})  "
+                        r"parse failures (\d+)$", re.M)
 
 
 def invoke(*args: str) -> object:
@@ -95,12 +96,13 @@ def test_tiny_model_end_to_end_twice_gives_the_same_answers(tmp_path: Path) -> N
         of_split = [s for s in samples if s["split"] == split]
         assert len(of_split) == 20 and len({s["id"] for s in of_split}) == 20
         correct = sum(bool(s["correct"]) for s in of_split)
-        failures = sum(s["answer"] is None for s in of_split)
+        failures = sum(not s["format_ok"] for s in of_split)
         (line,) = [m for m in SCORE_LINE.findall(first.stdout) if m[0] == label]
-        assert line == (label, f"{correct / 20:.3f}", str(correct), "20", str(failures)), first.stdout
-        for sample in of_split:  # a parse failure is recorded and never run; anything parsed was run
-            assert (sample["parse_failure"] is None) == (sample["answer"] is not None)
-            assert (sample["exec_status"] is None) == (sample["answer"] is None)
+        assert line == (label, f"{correct / 20:.3f}", str(correct), "20", f"{(20 - failures) / 20:.3f}",
+                        str(failures)), first.stdout
+        for sample in of_split:  # a format error is recorded and never run; anything well formed was run
+            assert (sample["parse_failure"] is None) == sample["format_ok"]
+            assert (sample["exec_status"] is None) == (not sample["format_ok"] or sample["answer"] is None)
             assert sample["correct"] is (sample["exec_status"] == "ok")
     print(f"azr eval cruxeval --model tiny --limit 20 --max-response-tokens 64: {seconds:.1f} s wall")
 

@@ -20,7 +20,7 @@ from services.evaluation.cruxeval import (
     score,
     solve_task,
 )
-from services.evaluation.dataset import load_rows
+from services.evaluation.dataset import held_out, load_rows, seed_programs
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:
@@ -102,8 +102,20 @@ def test_scores_count_parse_failures_as_wrong_and_give_the_metrics_keys() -> Non
     scores = score(samples)
     assert scores == {Split.OUTPUT: SplitScore(Split.OUTPUT, correct=2, count=4, parse_failures=1),
                       Split.INPUT: SplitScore(Split.INPUT, correct=0, count=1, parse_failures=1)}
-    assert scores[Split.OUTPUT].line() == "CRUXEval-O  accuracy 0.500 (2/4)  parse failures 1"
+    assert scores[Split.OUTPUT].line() == "CRUXEval-O  accuracy 0.500 (2/4)  format OK 0.750  parse failures 1"
     assert metrics_keys(scores) == {"eval/cruxeval_o": 0.5, "eval/cruxeval_o/count": 4,
-                                    "eval/cruxeval_i": 0.0, "eval/cruxeval_i/count": 1}
+                                    "eval/cruxeval_o/format_ok": 0.75, "eval/cruxeval_i": 0.0,
+                                    "eval/cruxeval_i/count": 1, "eval/cruxeval_i/format_ok": 0.0}
     assert METRIC_KEY == {Split.OUTPUT: "eval/cruxeval_o", Split.INPUT: "eval/cruxeval_i"}
     assert score([]) == {} and metrics_keys({}) == {}
+
+
+def test_a_held_out_probe_leaves_out_the_seeded_programs(tmp_path: Path, shared_dir: Path) -> None:
+    rows = load_rows(shared_dir / "data" / "cruxeval.jsonl")
+    seeds = tmp_path / "seeds.jsonl"  # two CRUXEval programs as seeds, one reformatted (comments, spacing)
+    seeds.write_text(json.dumps({"snippet": rows[3].code + "  # same program", "input": "1"}) + "\n"
+                     + json.dumps({"program": rows[7].code, "input": "1"}) + "\n" + json.dumps({"other": 1}) + "\n")
+    kept = held_out(rows, seed_programs([seeds]))
+    assert [row.id for row in kept] == [row.id for i, row in enumerate(rows) if i not in (3, 7)]
+    with pytest.raises(EvalDataError):
+        seed_programs([tmp_path / "absent.jsonl"])

@@ -155,7 +155,9 @@ def test_periodic_evaluation_runs_every_k_steps_and_gives_the_metrics_keys(rows:
     entries = evaluation.evaluate(2)
     assert entries.pop("time/eval") >= 0
     assert entries == {"eval/cruxeval_o": round(2 / 6, 6), "eval/cruxeval_o/count": 6,
-                       "eval/cruxeval_i": round(2 / 6, 6), "eval/cruxeval_i/count": 6, "eval/policy_version": 7}
+                       "eval/cruxeval_o/format_ok": round(4 / 6, 6), "eval/cruxeval_i": round(2 / 6, 6),
+                       "eval/cruxeval_i/count": 6, "eval/cruxeval_i/format_ok": round(4 / 6, 6),
+                       "eval/policy_version": 7}
     assert said and "CRUXEval-O  accuracy 0.333 (2/6)" in said[-1]
 
 
