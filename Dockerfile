@@ -31,6 +31,7 @@ COPY pyproject.toml /src/pyproject.toml
 RUN python3 -c "import sys, tomllib; project = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; deps = project['dependencies'] + [d for e in filter(None, sys.argv[1].split(',')) for d in project['optional-dependencies'][e]]; open('/tmp/requirements.txt', 'w').write('\n'.join(d for d in deps if not d.startswith('torch')))" "$AZR_EXTRAS" \
  && python3 -m pip --python /opt/venv/bin/python install -r /tmp/requirements.txt
 COPY README.md /src/README.md
+COPY azr /src/azr
 COPY services /src/services
 COPY proposer_api /src/proposer_api
 COPY solver_api /src/solver_api
@@ -41,6 +42,11 @@ RUN python3 -m pip --python /opt/venv/bin/python install --no-deps /src \
 
 FROM ${BASE_IMAGE} AS runtime
 USER 0:0
+# bubblewrap: the executor's sandbox in a Kubernetes pod (docs/isolation.md). The offline base carries the host's
+# Debian bwrap; on python:3.11-slim it comes from Debian. The build fails if the image would have none.
+RUN if ! command -v bwrap >/dev/null; then apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+      && rm -rf /var/lib/apt/lists/*; fi \
+ && bwrap --version
 # The service user (uid 10001) and the state directories: the run root (checkpoints, metrics; a shared volume in
 # compose and k8s) and the model cache (the tiny model is built there offline). Done in python, not useradd/mkdir:
 # the offline base has no coreutils or shadow utilities.

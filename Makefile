@@ -1,10 +1,11 @@
-# The two commands a newcomer needs: `make run` (self-play on the embedded profile) and `make test`.
+# The two commands a newcomer needs: `make run` (self-play on the embedded profile) and `make test`;
+# `make lint` runs the static checks CI runs first (ruff, mypy, the import contracts).
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup models run test test-fast bench-executor executor-image clean
+.PHONY: setup models run lint test test-fast bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -23,6 +24,11 @@ models: setup
 
 run: setup models
 	$(VENV)/bin/azr run
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: setup
 	$(PY) -m pytest

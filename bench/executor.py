@@ -23,9 +23,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -176,7 +177,7 @@ def run_table(rows: list[dict[str, str]], args: argparse.Namespace) -> None:
     print("| contender | validations/s | ok | vs A | vs B | vs process |")
     print("|---|---|---|---|---|---|")
     for row in table:
-        ratio = lambda base: f"{row['per_s'] / base:.2f}x" if base else "-"  # noqa: E731
+        ratio = lambda base, row=row: f"{row['per_s'] / base:.2f}x" if base else "-"  # noqa: E731
         note = f" ({row['error']})" if row.get("error") else ""
         print(f"| {row['backend']}{note} | {row['per_s']} | {row['ok']}/{row['validations']} | {ratio(base_a)} | "
               f"{ratio(base_b)} | {ratio(process)} |")

@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/inference.py speed --model tiny|smollm2|qwen-coder-0.5b [--batch 8] [--max-new-tokens 64]
     .venv/bin/python bench/inference.py proposals --model qwen-coder-0.5b [--n 8] [--max-new-tokens 512]
+    .venv/bin/python bench/inference.py threads --model qwen-coder-0.5b [--batch 6] [--busy 0,2]
 
 `speed` samples `batch` completions of one deduction proposer prompt at temperature 1 and prints output tokens/s
 summed over the batch (prefill included), and the ratio against batch 1 measured in the same run (the baseline).
 `proposals` samples n deduction proposals (paper Fig 35 prompt, K=6 references from the shipped seed triplets), then
 counts how many parse (services.algorithm.parsing) and how many the sandboxed executor validates.
+`threads` measures generation tokens/s per torch thread count (1 .. cores), with the machine otherwise idle and with
+`busy` processes spinning beside it (what the executor's sandbox workers do while they check answers); the baseline
+is one thread on the idle machine, measured in the same run. It is the measurement behind `AZR_TORCH_THREADS`'s rule.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
-SEEDS = Path(os.environ.get("AZR_SHARED_DIR", REPO_ROOT.parent / "shared")) / "data" / "azr_seeds" / \
-    "7b_coder_seed_io.jsonl"
+from services.settings import PACKAGED_SEED_FILES  # noqa: E402
+
+SEEDS = PACKAGED_SEED_FILES[0]  # the authors' seed triplets shipped with the package
 
 
 def _engine(model: str, seed: int):  # noqa: ANN202 - bench script
@@ -75,6 +80,47 @@ def speed(args: argparse.Namespace) -> None:
                       "ratio_vs_batch1": round(rate / base, 2), "threads": __import__("torch").get_num_threads()}))
 
 
+def _spin(stop_at: float) -> None:
+    """A CPU-bound loop until `stop_at` (a stand-in for a sandbox worker running a program)."""
+    while time.time() < stop_at:
+        sum(i * i for i in range(10_000))
+
+
+def threads(args: argparse.Namespace) -> None:
+    """Tokens/s for each torch thread count, idle and beside `busy` spinning processes."""
+    import multiprocessing
+
+    import torch
+
+    engine = _engine(args.model, 0)
+    prompt = _solver_prompt_ids(engine)
+    _tokens_per_s(engine, prompt, 1, 4)  # warm-up
+    cores = len(os.sched_getaffinity(0))
+    rows = []
+    for busy in [int(b) for b in args.busy.split(",")]:
+        for count in range(1, cores + 1):
+            torch.set_num_threads(count)
+            spinners = [multiprocessing.Process(target=_spin, args=(time.time() + 3600,)) for _ in range(busy)]
+            for spinner in spinners:
+                spinner.start()
+            try:
+                rate, tokens, wall, cpu = _tokens_per_s(engine, prompt, args.batch, args.max_new_tokens)
+            finally:
+                for spinner in spinners:
+                    spinner.kill()
+                    spinner.join()
+            rows.append({"busy": busy, "threads": count, "tokens": tokens, "wall_s": round(wall, 1),
+                         "tokens_per_s": round(rate, 2)})
+    base = next(r["tokens_per_s"] for r in rows if r["busy"] == 0 and r["threads"] == 1) if any(
+        r["busy"] == 0 and r["threads"] == 1 for r in rows) else rows[0]["tokens_per_s"]
+    print(f"{args.model}, batch {args.batch}, {args.max_new_tokens} new tokens, {cores} cores; baseline: "
+          f"1 thread, nothing else running ({base} tok/s)")
+    print("| busy processes | torch threads | tokens/s | vs baseline |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['busy']} | {row['threads']} | {row['tokens_per_s']} | {row['tokens_per_s'] / base:.2f}× |")
+
+
 def proposals(args: argparse.Namespace) -> None:
     """Sample deduction proposals, parse and validate them; print each outcome and the counts."""
     from executor_svc.executor import Executor
@@ -119,6 +165,12 @@ def main() -> None:
     speed_p.add_argument("--max-new-tokens", type=int, default=64)
     speed_p.add_argument("--short-prompt", action="store_true", help="a solver prompt instead of a proposer prompt")
     speed_p.set_defaults(run=speed)
+    threads_p = sub.add_parser("threads")
+    threads_p.add_argument("--model", default="qwen-coder-0.5b")
+    threads_p.add_argument("--batch", type=int, default=6)
+    threads_p.add_argument("--max-new-tokens", type=int, default=64)
+    threads_p.add_argument("--busy", default="0,2", help="comma-separated counts of spinning processes beside it")
+    threads_p.set_defaults(run=threads)
     prop_p = sub.add_parser("proposals")
     prop_p.add_argument("--model", default="qwen-coder-0.5b")
     prop_p.add_argument("--n", type=int, default=8)

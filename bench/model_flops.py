@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "H20": 148.0, "A100": 312.0, "A10G": 125.0, "L40S": 362.0,
-                    "L4": 121.0}
+PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "H20": 148.0, "A100": 312.0, "A10G": 125.0,
+                    "L40S": 362.0, "L4": 121.0}
 """Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts; no sparsity), by device-name substring."""
 
 

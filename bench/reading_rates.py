@@ -17,9 +17,10 @@ import importlib
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -152,7 +153,7 @@ def main() -> None:
         new_rates = rates(rows, new_reader, executor)
         old_rates = rates(rows, old, executor) if old else {}
     print(f"corpus {args.corpus.name}: {len(rows)} responses, sampled at T = 1.0 with at most {limit} tokens")
-    header = "| kind | rows | format-OK | extractable | executor-valid | cut at {limit} |".format(limit=limit)
+    header = f"| kind | rows | format-OK | extractable | executor-valid | cut at {limit} |"
     print(header.replace("format-OK | extractable | executor-valid", "format-OK (old → new) | extractable (old → new) "
                          "| executor-valid (old → new)" if old else "format-OK | extractable | executor-valid"))
     print("|" + "---|" * 6)

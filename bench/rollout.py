@@ -9,7 +9,7 @@ column of its own and the columns of a row sum to the step's wall time.
         [--batch-size 2] [--max-response-tokens 128] [--then-smollm2]
     .venv/bin/python bench/rollout.py distributed [--model tiny] [--steps 2] [--batch-size 2]
 
-`embedded`: `azr run`'s own building blocks (services/coordinator/embedded.py EmbeddedRun) in this process, in a
+`embedded`: `azr run`'s own building blocks (azr/embedded_run.py EmbeddedRun) in this process, in a
 temporary run directory, buffers seeded from the authors' seed files (no model-seeding rounds). Training is in the
 step (`time/training`): after each step the in-process trainer updates, checkpoints and pushes the weights.
 
@@ -32,15 +32,22 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 SEEDS_DIR = Path(os.environ.get("AZR_SHARED_DIR", REPO_ROOT.parent / "shared")) / "data" / "azr_seeds"
 
 from bench.rollout_table import (  # noqa: E402
-    OVERHEAD_TARGET, ProgressClock, StepSplit, mean_split, split_table, splits_from_run, trainer_table)
+    OVERHEAD_TARGET,
+    ProgressClock,
+    StepSplit,
+    mean_split,
+    split_table,
+    splits_from_run,
+    trainer_table,
+)
 
 EMBEDDED_PHASES = ("generation", "executor", "store_queue", "training", "other", "outside")
 COORDINATOR_PHASES = ("generation", "executor", "store_queue", "other", "outside")
@@ -85,7 +92,7 @@ def run_embedded(args: argparse.Namespace, model: str, root: Path) -> tuple[list
     """`args.steps` steps of the embedded profile in this process; the step splits and the set-up times."""
     import torch
 
-    from services.coordinator.embedded import EmbeddedRun
+    from azr.embedded_run import EmbeddedRun
     from services.settings import Settings
 
     if args.torch_threads:
@@ -179,7 +186,8 @@ def distributed(args: argparse.Namespace) -> None:
             model=args.model, steps=args.steps, batch_size=args.batch_size,
             max_response_tokens=args.max_response_tokens, learnability_samples=args.learnability_samples,
             max_staleness=args.max_staleness, micro_batch_size=args.micro_batch_size,
-            executor_processes=args.executor_processes, torch_threads=args.torch_threads, seed_files=seed_files(args.seed_rows, root / "seeds"),
+            executor_processes=args.executor_processes, torch_threads=args.torch_threads,
+            seed_files=seed_files(args.seed_rows, root / "seeds"),
             redis_url=args.redis_url, postgres_url=args.postgres_url, timeout_s=args.timeout_s), root)
     finally:
         if args.keep:

@@ -18,15 +18,16 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 import httpx
 import redis
 
-from services.store.private_database import PrivateDatabase
 from bench.rollout_table import ProgressClock, TrainerUpdate
+from services.store.private_database import PrivateDatabase
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KEPT_ENVIRONMENT = ("AZR_MODEL_CACHE", "AZR_SHARED_DIR")
@@ -112,12 +113,12 @@ class Services:
         self.log_files: list[IO[bytes]] = []
 
     def start(self, name: str, *args: str, stdout: Any = None) -> subprocess.Popen[bytes]:
-        """`python -m services <args>`; output to logs/<name>.log unless `stdout` is given."""
+        """`python -m azr <args>`; output to logs/<name>.log unless `stdout` is given."""
         target = stdout
         if target is None:
             target = open(self.logs / f"{name}.log", "wb")
             self.log_files.append(target)
-        process = subprocess.Popen([sys.executable, "-m", "services", *args], env=self.env, cwd=REPO_ROOT,
+        process = subprocess.Popen([sys.executable, "-m", "azr", *args], env=self.env, cwd=REPO_ROOT,
                                    stdout=target, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[name] = process
         return process
@@ -239,7 +240,7 @@ def run_stack(options: StackOptions, root: Path) -> StackResult:
         services = Services(env, logs)
         try:
             began = time.perf_counter()
-            migrated = subprocess.run([sys.executable, "-m", "services", "db", "upgrade"], env=env, cwd=REPO_ROOT,
+            migrated = subprocess.run([sys.executable, "-m", "azr", "db", "upgrade"], env=env, cwd=REPO_ROOT,
                                       capture_output=True, text=True, timeout=300)
             if migrated.returncode != 0:
                 raise RuntimeError(f"azr db upgrade failed: {migrated.stderr[-2000:]}")

@@ -10,9 +10,10 @@ metrics line) shows up as its own column instead of vanishing: the columns of a 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Sequence
+from typing import Any
 
 OVERHEAD_TARGET = 0.10
 """Issue #5: everything that is neither generation nor training stays under 10% of the step."""

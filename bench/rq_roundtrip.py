@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -35,7 +35,8 @@ from services.records import Episode  # noqa: E402
 
 CALLS: dict[str, Callable[[object], object]] = {
     "check_deduction": lambda executor: executor.check_deduction("[1, 2]", "[1,2]"),  # one sandbox run
-    "validate_proposal (zero triplet)": lambda executor: executor.validate_proposal("def f(x):\n    return x", "'Hello World'"),
+    "validate_proposal (zero triplet)": lambda executor: executor.validate_proposal("def f(x):\n    return x",
+                                                                                   "'Hello World'"),
 }
 
 
@@ -59,7 +60,7 @@ def summary(samples: list[float]) -> str:
 
 def start_worker(redis_url: str, queue: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "AZR_REDIS_URL": redis_url, "AZR_EXECUTOR_BACKEND": "process", "AZR_EXECUTOR_WORKERS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "services", "worker", "executor", "--queue", queue,
+    return subprocess.Popen([sys.executable, "-m", "azr", "worker", "executor", "--queue", queue,
                              "--name", f"{queue}-bench"], cwd=REPO_ROOT, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -101,8 +102,8 @@ def main() -> None:
         print(f"{args.calls} sequential calls each; one sandbox worker on each side; Redis {args.redis_url}")
         with Executor(workers=1) as local:
             for name, call in CALLS.items():
-                in_process = latencies_ms(lambda: call(local), args.calls)
-                through_rq = latencies_ms(lambda: call(remote), args.calls)
+                in_process = latencies_ms(lambda call=call: call(local), args.calls)
+                through_rq = latencies_ms(lambda call=call: call(remote), args.calls)
                 print(f"{name}\n  in-process {summary(in_process)}\n  through RQ {summary(through_rq)}\n"
                       f"  RQ / in-process (p50): {statistics.median(through_rq) / statistics.median(in_process):.1f}x, "
                       f"RQ overhead p50 {statistics.median(through_rq) - statistics.median(in_process):.2f} ms")

@@ -24,8 +24,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -179,13 +180,15 @@ def main() -> None:
         table += [
             ("postgres sample-K p50 / p99 (ms)", f"{percentile(ours, .5):.2f} / {percentile(ours, .99):.2f}",
              f"ORDER BY random(): {percentile(figures['baseline'], .5):.2f} / "
-             f"{percentile(figures['baseline'], .99):.2f}  (x{statistics.median(figures['baseline']) / statistics.median(ours):.0f} faster at p50)"),
+             f"{percentile(figures['baseline'], .99):.2f}  "
+             f"(x{statistics.median(figures['baseline']) / statistics.median(ours):.0f} faster at p50)"),
             ("postgres bare SELECT 1 round trip p50 / p99 (ms)",
              f"{percentile(figures['floor'], .5):.2f} / {percentile(figures['floor'], .99):.2f}",
              "the floor of any query on this machine right now"),
             ("postgres sample_batch B=64 p50 / p99 (ms)",
              f"{percentile(figures['batch64'], .5):.2f} / {percentile(figures['batch64'], .99):.2f}", ""),
-            ("postgres insert, below cap (rows/s)", f"{below:.0f}", f"raw INSERT+COMMIT: {raw:.0f}  (ours = {below / raw:.2f}x)"),
+            ("postgres insert, below cap (rows/s)", f"{below:.0f}",
+             f"raw INSERT+COMMIT: {raw:.0f}  (ours = {below / raw:.2f}x)"),
             ("postgres insert, at cap with eviction (rows/s)", f"{at_cap:.0f}", f"ours = {at_cap / raw:.2f}x raw"),
             (f"postgres insert, {args.writers} processes (rows/s)", f"{concurrent:.0f}", ""),
         ]
@@ -198,7 +201,8 @@ def main() -> None:
         ours = figures["ours"]
         table += [
             ("sqlite sample-K p50 / p99 (ms)", f"{percentile(ours, .5):.2f} / {percentile(ours, .99):.2f}",
-             f"ORDER BY random(): {percentile(figures['baseline'], .5):.2f} / {percentile(figures['baseline'], .99):.2f}"),
+             f"ORDER BY random(): {percentile(figures['baseline'], .5):.2f} / "
+             f"{percentile(figures['baseline'], .99):.2f}"),
             ("sqlite sample_batch B=64 p50 / p99 (ms)",
              f"{percentile(figures['batch64'], .5):.2f} / {percentile(figures['batch64'], .99):.2f}", ""),
             ("sqlite insert, at cap with eviction (rows/s)", f"{at_cap:.0f}", ""),

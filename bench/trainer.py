@@ -1,13 +1,13 @@
 """Trainer throughput and memory: one TRR++ update against a plain training step, same model, same batch, same run.
 
-Baseline: a plain causal-LM step — cross-entropy on the response tokens (`--plain-logits full`: [L, V] logits at
-every position, as a standard fine-tuning loop computes them; `response`: only where the loss is, as TRR++ does),
-the same autocast, backward, grad-norm clip, AdamW step — over the same micro-batches (same size, same length grouping). TRR++: `PolicyTrainer.update` (advantages per group,
-PPO-clip token-mean loss, entropy bonus, the same accumulation, clip and AdamW step). Both are timed alternately after
-a warm-up and reported as response tokens per second; overhead = baseline tokens/s / TRR++ tokens/s − 1
-(target ≤ 10%). On a GPU with a known bf16 peak each is also given as MFU (bench/model_flops.py). Then peak memory
-per micro-batch size: each size runs in a fresh process (on CPU the peak RSS cannot be reset), once for the TRR++
-update and once for the baseline.
+Baseline: a plain causal-LM step — cross-entropy on the response tokens (`--plain-logits full`: [L, V] logits at every
+position, as a standard fine-tuning loop computes them; `response`: only where the loss is, as TRR++ does), the same
+autocast, backward, grad-norm clip, AdamW step — over the same micro-batches (same size, same length grouping). TRR++:
+`PolicyTrainer.update` (advantages per group, PPO-clip token-mean loss, entropy bonus, the same accumulation, clip and
+AdamW step). Both are timed alternately after a warm-up and reported as response tokens per second; overhead = baseline
+tokens/s / TRR++ tokens/s − 1 (target ≤ 10%). On a GPU with a known bf16 peak each is also given as MFU
+(bench/model_flops.py). Then peak memory per micro-batch size: each size runs in a fresh process (on CPU the peak RSS
+cannot be reset), once for the TRR++ update and once for the baseline.
 
 `--random-init` builds the model from its config.json with random weights instead of loading them: the FLOPs,
 memory and kernels are those of the real model (speed does not depend on weight values), for machines the weights
@@ -117,7 +117,8 @@ def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer
     from services.inference.model_registry import resolve_model
     from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
 
-    settings = Settings(device=args.device, micro_batch_size=micro_batch_size, micro_batch_tokens=args.micro_batch_tokens,
+    settings = Settings(device=args.device, micro_batch_size=micro_batch_size,
+                        micro_batch_tokens=args.micro_batch_tokens,
                         gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16)
     model_dir = resolve_model(args.model)
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)

@@ -1,11 +1,13 @@
 # The offline base image's second layer (docker/build_offline_base.sh builds it; never pulled from a registry).
 # FROM is the host-python rootfs made by executor_svc/image/build_offline.sh; this layer adds what the application
 # image needs on top of "a python3 with its stdlib": the system libraries that manylinux wheels (torch, tokenizers, numpy)
-# expect from the system, the host's CA bundle (pip reaches PyPI through the same TLS path as the host), and pip.
+# expect from the system, bubblewrap (the executor's sandbox in a pod), the host's CA bundle (pip reaches PyPI through
+# the same TLS path as the host), and pip.
 ARG ROOTFS_IMAGE=azr-python-rootfs:3.11
 FROM ${ROOTFS_IMAGE}
 USER 0:0
 COPY lib/ /usr/lib/x86_64-linux-gnu/
+COPY bin/ /usr/bin/
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY wheels/ /opt/azr-bootstrap/
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \

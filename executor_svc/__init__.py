@@ -1,1 +1,1 @@
-"""Executor service: sandboxed validation of proposals and checks of answers (DESIGN.md §5)."""
+"""Executor service: sandboxed validation of proposals and checks of answers (docs/design.md §5)."""

@@ -161,10 +161,3 @@ class DockerBackend:
             log.warning("cannot list leftover worker containers: %s", exc)
         finally:
             self._client.close()
-
-
-def channel_factory_from_settings(settings: Any) -> DockerBackend:
-    """The docker backend configured by a services.settings.Settings (see Executor.from_settings)."""
-    return DockerBackend(image=getattr(settings, "executor_docker_image", "azr-executor:1"),
-                         memory_mb=getattr(settings, "executor_memory_mb", 1024),
-                         max_processes=getattr(settings, "executor_max_processes", 64))

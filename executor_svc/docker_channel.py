@@ -20,7 +20,8 @@ import select
 import socket
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 

@@ -1,4 +1,4 @@
-"""The Executor: validation of proposals and checks of answers over two pools of sandbox workers (DESIGN.md §5).
+"""The Executor: validation of proposals and checks of answers over two pools of sandbox workers (docs/design.md §5).
 
 Every run of model text happens in a worker (never in this process, which only parses it for the static check).
 Two pools: gold workers run with PYTHONHASHSEED=0, so a program's gold output is the same on any worker and after
@@ -26,16 +26,20 @@ import os
 import sys
 import time
 import weakref
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Concatenate, Iterable, ParamSpec, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from executor_svc import static_check, wire
+from executor_svc import worker_messages
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
 from executor_svc.process_backend import ProcessBackend, SandboxMode
 from executor_svc.prometheus_metrics import ExecutorMetrics
+from executor_svc.worker_messages import JobResult
 from executor_svc.worker_pool import ChannelFactory, WorkerPool
-from executor_svc.wire import JobResult
+from services.algorithm import static_check
 from services.execution import CheckResult, ExecStatus, ExecutionLimits, InductionValidationResult, ValidationResult
+from services.settings import Settings
 
 GOLD_HASH_SEED = 0
 VERIFY_HASH_SEED = 1  # differs from seed 0 on the set orders the tests probe; fixed so verdicts are reproducible
@@ -43,6 +47,28 @@ DEFAULT_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else s
 T = TypeVar("T")
 P = ParamSpec("P")
 R = TypeVar("R", ValidationResult, InductionValidationResult, CheckResult)
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """The slice of the settings an in-process Executor is built from (`Settings.executor_*`)."""
+
+    backend: Literal["process", "docker"]
+    workers: int  # per pool (gold, verify)
+    limits: ExecutionLimits
+    sandbox: SandboxMode  # process backend
+    python: str  # process backend: the workers' interpreter
+    recycle_after: int
+    docker_image: str  # docker backend
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ExecutorConfig:
+        limits = ExecutionLimits(timeout_s=settings.executor_timeout_s, memory_mb=settings.executor_memory_mb,
+                                 max_output_bytes=settings.executor_max_output_bytes,
+                                 max_processes=settings.executor_max_processes)
+        return cls(backend=settings.executor_backend, workers=settings.executor_workers, limits=limits,
+                   sandbox=settings.executor_sandbox, python=settings.executor_python,
+                   recycle_after=settings.executor_recycle_after, docker_image=settings.executor_docker_image)
 
 
 class _RunFailed(Exception):
@@ -98,7 +124,7 @@ class Executor:
         self._backend: Any = channel_factory
         if channel_factory is None:
             self._backend = ProcessBackend(python or DEFAULT_PYTHON, sandbox)
-        self._isolation = isolation or getattr(self._backend, "isolation", "custom")
+        self._isolation: str = isolation or str(getattr(self._backend, "isolation", "custom"))
         self._gold = WorkerPool(self._backend, hash_seed=GOLD_HASH_SEED, size=workers, recycle_after=recycle_after)
         self._verify = WorkerPool(self._backend, hash_seed=verify_hash_seed, size=workers,
                                   recycle_after=recycle_after)
@@ -114,30 +140,26 @@ class Executor:
             raise
 
     @classmethod
-    def from_settings(cls, settings: Any, metrics: ExecutorMetrics | None = None) -> Executor:
-        """Build from a services.settings.Settings (or any object with its `executor_*` attributes).
+    def from_settings(cls, settings: Settings, metrics: ExecutorMetrics | None = None) -> Executor:
+        """Build from the settings' `executor_*` fields (see `from_config`)."""
+        return cls.from_config(ExecutorConfig.from_settings(settings), metrics)
 
-        For `executor_backend="docker"` the factory comes from `executor_svc.docker_backend.
-        channel_factory_from_settings(settings)`: a callable hash_seed -> WorkerChannel, optionally with an
-        `isolation` label and a `close()` that the executor calls when it closes.
+    @classmethod
+    def from_config(cls, config: ExecutorConfig, metrics: ExecutorMetrics | None = None) -> Executor:
+        """The process backend, or for `backend="docker"` an `executor_svc.docker_backend.DockerBackend` (a callable
+        hash_seed -> WorkerChannel with an `isolation` label and a `close()` that the executor calls when it closes).
         """
-        def get(name: str, default: Any) -> Any:
-            return getattr(settings, name, default)
+        common: dict[str, Any] = {"workers": config.workers, "limits": config.limits,
+                                  "recycle_after": config.recycle_after, "metrics": metrics}
+        if config.backend == "docker":
+            from executor_svc.docker_backend import DockerBackend  # the docker backend's own module (docker SDK)
 
-        limits = ExecutionLimits(timeout_s=get("executor_timeout_s", 10.0), memory_mb=get("executor_memory_mb", 1024),
-                                 max_output_bytes=get("executor_max_output_bytes", 65536),
-                                 max_processes=get("executor_max_processes", 64))
-        common = {"workers": get("executor_workers", 2), "limits": limits,
-                  "recycle_after": get("executor_recycle_after", 1000), "metrics": metrics}
-        backend = get("executor_backend", "process")
-        if backend == "docker":
-            from executor_svc import docker_backend  # the docker backend's own module
-
-            factory = docker_backend.channel_factory_from_settings(settings)
-            return cls(channel_factory=factory, isolation=getattr(factory, "isolation", "docker"), **common)
-        if backend != "process":
-            raise ValueError(f"unknown executor_backend {backend!r}")
-        return cls(sandbox=get("executor_sandbox", "auto"), python=get("executor_python", None), **common)
+            factory = DockerBackend(image=config.docker_image, memory_mb=config.limits.memory_mb,
+                                    max_processes=config.limits.max_processes)
+            return cls(channel_factory=factory, isolation=factory.isolation, **common)
+        if config.backend != "process":
+            raise ValueError(f"unknown executor_backend {config.backend!r}")
+        return cls(sandbox=config.sandbox, python=config.python, **common)
 
     # ------------------------------------------------------------------------------------------------ lifecycle
 
@@ -153,6 +175,13 @@ class Executor:
     def worker_pids(self) -> dict[str, list[int]]:
         """Host pids of the live workers per pool (for operators and tests)."""
         return {"gold": self._gold.worker_pids(), "verify": self._verify.worker_pids()}
+
+    def readiness_problem(self) -> str | None:
+        """None when the sandbox runs the zero triplet, else what went wrong."""
+        result = self.validate_proposal("def f(x):\n    return x", "'Hello World'")
+        if result.status == "ok":
+            return None
+        return f"sandbox fails the zero triplet: {result.status} {result.error or ''}"
 
     def close(self) -> None:
         """Finish requests in flight, then stop every worker and the backend. Idempotent."""
@@ -207,7 +236,7 @@ class Executor:
         verdict = static_check.check_answer_value(agent_output)
         if verdict.status is ExecStatus.FORBIDDEN:  # a syntax error goes on: the sandbox may compare texts
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        return self._check([wire.equal_job(agent_output, gold_output)], started)
+        return self._check([worker_messages.equal_job(agent_output, gold_output)], started)
 
     @_recorded("check_abduction")
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
@@ -216,7 +245,7 @@ class Executor:
         for verdict in (static_check.check_program(program), static_check.check_arguments(agent_input)):
             if not verdict.passed:
                 return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        job = wire.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=False)
+        job = worker_messages.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=False)
         return self._check([job], started)
 
     @_recorded("check_induction")
@@ -228,7 +257,7 @@ class Executor:
         verdict = static_check.check_program(agent_program)
         if not verdict.passed:
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        jobs = [wire.call_equal_job(agent_program, text, output, scope="pristine", plain_args=False)
+        jobs = [worker_messages.call_equal_job(agent_program, text, output, scope="pristine", plain_args=False)
                 for text, output in zip(inputs, outputs)]
         return self._check(jobs, started)
 
@@ -258,10 +287,10 @@ class Executor:
     # -------------------------------------------------------------------------------------------------- helpers
 
     def _run(self, pool: WorkerPool, jobs: list[dict[str, Any]], stop_on_failure: bool) -> list[JobResult]:
-        message = wire.run_message(jobs, self.limits, stop_on_failure)
+        message = worker_messages.run_message(jobs, self.limits, stop_on_failure)
         try:
-            reply = pool.request(message, wire.reply_timeout_s(self.limits, len(jobs)), jobs=len(jobs))
-            return wire.read_results(reply, len(jobs), stop_on_failure)
+            reply = pool.request(message, worker_messages.reply_timeout_s(self.limits, len(jobs)), jobs=len(jobs))
+            return worker_messages.read_results(reply, len(jobs), stop_on_failure)
         except WorkerCrashed as exc:
             raise _RunFailed(ExecStatus.CRASHED, str(exc)) from exc
         except ExecutorClosed:
@@ -272,7 +301,7 @@ class Executor:
     def _validate_runs(self, program: str, inputs: list[str]) -> tuple[ExecStatus, str | None, list[str] | None,
                                                                        int | None]:
         """(status, error, outputs, failed_index) of the gold runs and their verify re-runs."""
-        jobs = [wire.call_job(program, text) for text in inputs]
+        jobs = [worker_messages.call_job(program, text) for text in inputs]
         try:
             gold = self._run(self._gold, jobs, stop_on_failure=True)
             for index, result in enumerate(gold):

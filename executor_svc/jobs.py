@@ -28,14 +28,11 @@ def install_executor(executor: CodeExecutor | None) -> None:
 
 
 def current_executor() -> CodeExecutor:
-    """The installed executor, or one built from the environment's settings on first use."""
-    global _executor
+    """The executor `install_executor` set; RuntimeError when none was (jobs run under `azr worker executor`)."""
     with _executor_lock:
         if _executor is None:
-            from executor_svc.executor import Executor
-            from services.settings import Settings
-
-            _executor = Executor.from_settings(Settings())
+            raise RuntimeError("no executor installed in this process: executor jobs run under `azr worker "
+                               "executor`, which installs its sandbox pool at start")
         return _executor
 
 

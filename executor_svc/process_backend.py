@@ -1,9 +1,12 @@
 """The `process` backend: long-lived worker processes on this host, each wrapped in bubblewrap where it works.
 
-Launch (DESIGN.md §3, reference/sandboxes.md §5): an absolute interpreter (never the PATH shim), `-s -S -B`, a
+Launch (docs/design.md §3): an absolute interpreter (never the PATH shim), `-s -S -B`, a
 cleared environment with an explicit PYTHONHASHSEED (never `-I`, which ignores it). With bubblewrap the worker gets
 private user/pid/net/ipc/uts/mount namespaces, uid 65534, no capabilities, a read-only root and /usr, a size-capped
-private /tmp (the only writable place), and no view of the host's files. When this process is root the launcher
+private /tmp (the only writable place), and no view of the host's files. Its /proc is a fresh one of its own pid
+namespace; where that cannot be mounted (bubblewrap inside a container, e.g. a Kubernetes pod, whose /proc has masked
+paths: the kernel then refuses a new procfs) the worker gets no /proc at all, never the outer one (which would show
+the executor's processes and their environment). When this process is root the launcher
 itself drops to uid 65534 before starting bwrap (or the bare worker): RLIMIT_NPROC is never enforced for processes
 that are root outside, so only an unprivileged outer uid makes the per-task process cap real.
 
@@ -45,8 +48,9 @@ def worker_env(hash_seed: int) -> dict[str, str]:
     return {"PYTHONHASHSEED": str(hash_seed), "PYTHONUTF8": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def bwrap_argv(bwrap: str, python: str, worker_file: str, hash_seed: int) -> list[str]:
-    """The bubblewrap command line that runs one worker."""
+def bwrap_argv(bwrap: str, python: str, worker_file: str, hash_seed: int, mount_proc: bool = True) -> list[str]:
+    """The bubblewrap command line that runs one worker; `mount_proc`: give it a fresh /proc of its own pid
+    namespace (False where the kernel refuses one: the worker then has no /proc)."""
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
             "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -60,9 +64,11 @@ def bwrap_argv(bwrap: str, python: str, worker_file: str, hash_seed: int) -> lis
         prefix = str(Path(interpreter).parent.parent)
         argv += ["--ro-bind", prefix, prefix]
     features = _bwrap_features(bwrap)
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += (["--proc", "/proc"] if mount_proc else []) + ["--dev", "/dev"]
     argv += (["--size", str(SCRATCH_TMPFS_BYTES)] if "--size" in features else []) + ["--tmpfs", "/tmp"]
-    argv += ["--disable-userns"] if "--disable-userns" in features else []
+    # --disable-userns writes the sandbox's user.max_user_namespaces through its fresh /proc: without one it cannot
+    # (the sandbox may then nest user namespaces, inside which there is still no network and no host file).
+    argv += ["--disable-userns"] if "--disable-userns" in features and mount_proc else []
     argv += ["--ro-bind", worker_file, SANDBOX_WORKER_PATH]
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]  # only the size-capped /tmp stays writable
     argv += ["--clearenv"]
@@ -116,7 +122,7 @@ def stage_worker() -> str:
     return path
 
 
-_probe_results: dict[tuple[str, int], str | None] = {}
+_probe_results: dict[tuple[str, int], tuple[str | None, bool]] = {}
 
 
 class ProcessBackend:
@@ -130,6 +136,7 @@ class ProcessBackend:
         self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="azr-spawn")
         self._lock = threading.Lock()
         self._closed = False
+        self.mount_proc = True  # whether bubblewrapped workers get a fresh /proc (settled by _resolve)
         try:
             self.isolation = self._resolve(sandbox)
         except BaseException:
@@ -140,11 +147,12 @@ class ProcessBackend:
         with self._lock:
             if self._closed:
                 raise SandboxUnavailable("the process backend is closed")
-            return self._spawner.submit(self._start, hash_seed, self.isolation).result()
+            return self._spawner.submit(self._start, hash_seed, self.isolation, self.mount_proc).result()
 
-    def _start(self, hash_seed: int, isolation: str) -> ProcessWorkerChannel:
+    def _start(self, hash_seed: int, isolation: str, mount_proc: bool = True) -> ProcessWorkerChannel:
         if isolation == "bwrap":
-            return ProcessWorkerChannel(bwrap_argv(self._bwrap(), self.python, self.worker_file, hash_seed), env={})
+            argv = bwrap_argv(self._bwrap(), self.python, self.worker_file, hash_seed, mount_proc)
+            return ProcessWorkerChannel(argv, env={})
         scratch = tempfile.mkdtemp(prefix="azr-scratch-", dir=SHARED_TMP)
         if (uid := launch_uid()) is not None:
             os.chown(scratch, uid, uid)
@@ -159,26 +167,39 @@ class ProcessBackend:
         """'bwrap' or 'none'; `bwrap` fails loudly when bubblewrap cannot run a worker here."""
         if sandbox == "none":
             return "none"
-        reason = self._probe_bwrap()
+        reason, self.mount_proc = self._probe_bwrap()
         if reason is None:
+            if not self.mount_proc:
+                log.info("bubblewrap cannot mount a fresh /proc here (a container's masked /proc); sandbox workers "
+                         "run without /proc")
             return "bwrap"
         if sandbox == "bwrap":
             raise SandboxUnavailable(f"executor_sandbox='bwrap' but bubblewrap cannot run a worker: {reason}")
         log.warning("bubblewrap unusable (%s); sandbox workers run with rlimits only", reason)
         return "none"
 
-    def _probe_bwrap(self) -> str | None:
-        """Why a bubblewrapped worker cannot start and answer a ping, or None when it can (cached per process)."""
+    def _probe_bwrap(self) -> tuple[str | None, bool]:
+        """(why a bubblewrapped worker cannot start and answer a ping, or None when it can; whether it gets a fresh
+        /proc), cached per process. A worker with /proc is tried first, then one without."""
         key = (self.python, os.geteuid())
         if key not in _probe_results:
-            _probe_results[key] = self._run_probe()
+            _probe_results[key] = self._run_probes()
         return _probe_results[key]
 
-    def _run_probe(self) -> str | None:
+    def _run_probes(self) -> tuple[str | None, bool]:
         if shutil.which("bwrap", path=SYSTEM_PATH) is None:
-            return "bwrap is not installed"
+            return "bwrap is not installed", True
+        with_proc = self._run_probe(mount_proc=True)
+        if with_proc is None:
+            return None, True
+        without_proc = self._run_probe(mount_proc=False)
+        if without_proc is None:
+            return None, False
+        return f"{with_proc} (and without /proc: {without_proc})", True
+
+    def _run_probe(self, mount_proc: bool) -> str | None:
         try:
-            channel = self._spawner.submit(self._start, 0, "bwrap").result()
+            channel = self._spawner.submit(self._start, 0, "bwrap", mount_proc).result()
         except SandboxUnavailable as exc:
             return str(exc)
         try:

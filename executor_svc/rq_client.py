@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar, cast
 
 import redis
 from pydantic import BaseModel
-from rq import Queue, Retry
+from rq import Queue, Retry, Worker
 from rq.job import Job
 from rq.results import Result
 
@@ -23,23 +24,18 @@ from services.execution import (
     CheckDeductionRequest,
     CheckInductionRequest,
     CheckResult,
+    ExecutorJobFailed,
+    ExecutorTimeout,
     InductionValidationResult,
     ValidateInductionRequest,
     ValidateProposalRequest,
     ValidationResult,
 )
+from services.settings import Settings
 
 ResultModel = TypeVar("ResultModel", bound=BaseModel)
 
 FINAL_FAILURES = {Result.Type.FAILED, Result.Type.MAX_RETRIES_EXCEEDED, Result.Type.STOPPED}
-
-
-class ExecutorJobFailed(RuntimeError):
-    """The executor job failed after its retries (worker crashes, or an infrastructure error)."""
-
-
-class ExecutorTimeout(TimeoutError):
-    """No result arrived within the caller's deadline; the job may still run and is not lost from RQ."""
 
 
 def job_timeout_s(timeout_s: float, runs: int) -> int:
@@ -66,11 +62,19 @@ class RQCodeExecutor:
         self.wait_s = wait_s
 
     @classmethod
-    def from_settings(cls, settings: Any) -> RQCodeExecutor:
+    def from_settings(cls, settings: Settings) -> RQCodeExecutor:
         return cls(redis.Redis.from_url(settings.redis_url), timeout_s=settings.executor_timeout_s,
                    queue_name=settings.executor_queue)
 
     # --- the port ----------------------------------------------------------------------------------------------------
+    def readiness_problem(self) -> str | None:
+        """None when a live `azr worker executor` listens on the queue, else why not."""
+        try:
+            workers = Worker.all(connection=self.connection, queue=self.queue)
+        except redis.RedisError as error:
+            return f"executor queue unreachable: {error}"
+        return None if workers else f"no live executor worker listens on RQ queue {self.queue.name!r}"
+
     def validate_proposal(self, program: str, input: str) -> ValidationResult:
         request = ValidateProposalRequest(program=program, input=input)
         return self._call(request, ValidationResult, runs=2)
@@ -107,13 +111,15 @@ class RQCodeExecutor:
     def wait(self, job: Job, model: type[ResultModel], deadline_s: float) -> ResultModel:
         """Block until the job has a final result; retried attempts are waited through."""
         stream_key = Result.get_key(job.id)
-        last_id = "0-0"
+        last_id: bytes | str = "0-0"
         deadline = time.monotonic() + deadline_s
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 raise ExecutorTimeout(f"executor job {job.id} gave no result within {deadline_s:.0f} s")
-            response = self.connection.xread({stream_key: last_id}, block=min(remaining_ms, 1000))
+            # a synchronous client without decode_responses: [(stream, [(entry id, fields)])], or None on timeout
+            response = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None,
+                            self.connection.xread({stream_key: last_id}, block=min(remaining_ms, 1000)))
             for _stream, entries in response or []:
                 for entry_id, payload in entries:
                     last_id = entry_id

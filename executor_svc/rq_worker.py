@@ -8,7 +8,8 @@ from rq.job import Job
 from rq.worker import SimpleWorker
 
 IDLE_HEARTBEAT_S = 20
-"""Worker TTL while idle; RQ dequeues in slices of TTL − 15 s, so maintenance (abandoned-job retries) runs that often."""
+"""Worker TTL while idle; RQ dequeues in slices of TTL − 15 s, so maintenance (abandoned-job retries) runs that
+often."""
 
 
 class ExecutorWorker(SimpleWorker):

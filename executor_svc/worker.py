@@ -55,6 +55,7 @@ import signal
 import sys
 import time
 import types
+from typing import Literal  # typing is preloaded for the programs anyway (PRELOADED)
 
 PROTOCOL_VERSION = 1
 FILE_SIZE_LIMIT = 1 << 20  # largest file a program may write in its scratch dir
@@ -114,14 +115,14 @@ def _short(exc: BaseException) -> str:
     return text if _len(text) <= 300 else text[:297] + "..."
 
 
-def _parse(source: str, mode: str, what: str) -> ast.AST:
+def _parse(source: str, mode: Literal["eval"], what: str) -> ast.Expression:
     try:
         return ast.parse(source, "<%s>" % what, mode)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise Outcome("syntax_error", "%s does not parse: %s" % (what, _short(exc)))
 
 
-def _code(tree: ast.AST, mode: str, what: str) -> types.CodeType:
+def _code(tree: ast.Expression, mode: Literal["eval"], what: str) -> types.CodeType:
     """Compile a parsed tree; compile-time errors ('return' outside a function, ...) are syntax errors too."""
     try:
         return _compile(tree, "<%s>" % what, mode, dont_inherit=True)
@@ -153,7 +154,8 @@ def _eval_args(source: str, namespace: dict) -> tuple:
     """Evaluate argument source as it would be in `f(<source>)`; returns (args, kwargs)."""
     tree = _parse("__azr_collect__(%s\n)" % source, "eval", "input")
     call = tree.body
-    if not (_isinstance(call, ast.Call) and _isinstance(call.func, ast.Name) and call.func.id == "__azr_collect__"):
+    # narrowed by the captured `_isinstance` (a program may rebind the builtin), which mypy does not follow
+    if not (_isinstance(call, ast.Call) and _isinstance(call.func, ast.Name) and call.func.id == "__azr_collect__"):  # type: ignore[attr-defined]
         raise Outcome("syntax_error", "input is not an argument list")
     code = _code(tree, "eval", "input")
     return _eval(code, namespace, {"__azr_collect__": lambda *args, **kwargs: (args, kwargs)})
@@ -179,7 +181,9 @@ _SEQUENCES = (list, tuple, set, frozenset)
 
 def _walk(value, allowed):
     """Types met in `value` (containers opened); stops at the first type not in `allowed` (None: allow all)."""
-    seen, found, stack = set(), set(), [value]
+    seen: set[int] = set()
+    found: set[type] = set()
+    stack = [value]
     while stack:
         item = stack.pop()
         kind = _type(item)
@@ -403,10 +407,22 @@ class Worker:
         return path
 
     def _sweep(self) -> None:
-        """In a private pid namespace, nothing but pid 1 and this worker may outlive a job."""
+        """In a private pid namespace, nothing but pid 1 and this worker may outlive a job.
+
+        Without a /proc in the sandbox (bubblewrap inside a container whose /proc is masked cannot mount a fresh
+        one), kill(-1) reaches the same set: every process we may signal but pid 1 and ourselves, and in a private
+        pid namespace that is the namespace alone."""
         if self.own_pid_namespace:
             me = os.getpid()
-            for name in os.listdir("/proc"):
+            try:
+                names = os.listdir("/proc")
+            except FileNotFoundError:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:  # ESRCH: nothing left to kill
+                    pass
+                names = []
+            for name in names:
                 if name.isdigit() and int(name) not in (1, me):
                     try:
                         os.kill(int(name), signal.SIGKILL)
@@ -446,7 +462,8 @@ def _remove(path: str) -> None:
 
 def _collect(fd: int, deadline: float, cap: int) -> tuple:
     """Read the child's result until EOF, the deadline, or more than `cap` bytes."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
     while True:

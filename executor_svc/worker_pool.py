@@ -14,8 +14,9 @@ import itertools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerChannel, WorkerLost
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed

@@ -1,29 +1,34 @@
-"""proposer_api: owns the triplet buffers (DESIGN.md §2): buffer inspection and seed submission over HTTP.
+"""proposer_api: owns the triplet buffers (docs/design.md §2): buffer inspection and seed submission over HTTP.
 
 Routes under /v1: `GET /v1/buffers`, `GET /v1/buffers/{buffer}`, `GET /v1/buffers/{buffer}/{id}` (and its `/history`),
 `GET /v1/runs`, `GET /v1/runs/{run_id}/steps`, `POST /v1/seeds`; the live dashboard at `GET /dashboard`.
-`POST /v1/propose` (proposer_api/propose_route.py, the self-play issue) is included when an inference engine is given.
+`POST /v1/propose` (proposer_api/propose_routes.py, the self-play issue) is included when an inference engine is given.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Gauge
 
-from services.algorithm.task_types import TaskType
-from services.http_ops import ReadinessCheck, bearer_token_guard, database_check, executor_check, install_operational_routes
-from services.ports import CodeExecutor, InferenceEngine, TripletStore
-from services.settings import Settings
-
 from proposer_api.buffer_routes import buffer_router
-from proposer_api.dashboard_route import dashboard_router
+from proposer_api.dashboard_routes import dashboard_router
 from proposer_api.error_responses import install_error_responses
 from proposer_api.prometheus_metrics import ProposerMetrics
-from proposer_api.propose_route import build_propose_router
+from proposer_api.propose_routes import ProposeDefaults, propose_router
 from proposer_api.run_routes import run_router
 from proposer_api.seed_routes import seed_router
+from services.algorithm.task_types import TaskType
+from services.http_ops import (
+    ReadinessCheck,
+    bearer_token_guard,
+    database_check,
+    executor_check,
+    install_operational_routes,
+)
+from services.ports import CodeExecutor, InferenceEngine, TripletStore
+from services.settings import Settings
 
 
 def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeExecutor,
@@ -34,9 +39,9 @@ def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeE
     `registry`: serve these metrics too on `/metrics` (`azr run` passes its coordinator's)."""
     app = FastAPI(title="AZR proposer", version="1",
                   summary="Triplet buffers, seed submission, self-play proposals, runs and the live dashboard.")
-    checks: dict[str, ReadinessCheck] = {"database": database_check(store), "executor": executor_check(executor)}  # type: ignore[arg-type]
-    registry = install_operational_routes(app, "proposer", {**checks, **(extra_checks or {})}, settings.max_request_bytes,
-                                          registry)
+    checks: dict[str, ReadinessCheck] = {"database": database_check(store), "executor": executor_check(executor)}
+    registry = install_operational_routes(app, "proposer", {**checks, **(extra_checks or {})},
+                                          settings.max_request_bytes, registry)
     sizes = Gauge("azr_buffer_entries", "Entries per buffer (read at scrape time; NaN when the database is down)",
                   ["buffer"], registry=registry)
     for buffer in TaskType:
@@ -48,7 +53,8 @@ def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeE
     require_token = bearer_token_guard(settings.api_token)
     app.include_router(seed_router(store, executor, require_token))
     if engine is not None:
-        app.include_router(build_propose_router(engine, store, settings, require_token, ProposerMetrics(registry)),
+        app.include_router(propose_router(engine, store, ProposeDefaults.from_settings(settings), require_token,
+                                          ProposerMetrics(registry)),
                            tags=["self-play"])
     return app
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 
+from proposer_api.schemas import MAX_HISTORY_PAGE, MAX_PAGE, MAX_SEARCH, BufferPage, EntryHistory, SolveAttempt
 from services.algorithm.task_types import TaskType
 from services.ports import BufferEntry, BufferStats, TripletStore
 from services.records import InductionTask, Triplet, TripletSource
-
-from proposer_api.schemas import MAX_HISTORY_PAGE, MAX_PAGE, MAX_SEARCH, BufferPage, EntryHistory, SolveAttempt
 
 
 def parse_buffer(name: str) -> TaskType:

@@ -9,9 +9,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
-from executor_svc.rq_client import ExecutorJobFailed, ExecutorTimeout
-
 from proposer_api.seed_submission import ExecutorUnavailableError, SeedRejectedError
+from services.execution import ExecutorJobFailed, ExecutorTimeout
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,8 @@ def install_error_responses(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def database_down(_request: Request, error: DBAPIError) -> JSONResponse:
-        return _unavailable("database", f"{error.__class__.__name__}: {str(error.orig).splitlines()[0] if error.orig else ''}", 503)
+        first_line = str(error.orig).splitlines()[0] if error.orig else ""
+        return _unavailable("database", f"{error.__class__.__name__}: {first_line}", 503)
 
     @app.exception_handler(redis.RedisError)
     async def redis_down(_request: Request, error: redis.RedisError) -> JSONResponse:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
-from services.ports import TripletStore
-
 from proposer_api.schemas import MAX_STEPS_PAGE, RunList, StepsPage
+from services.ports import TripletStore
 
 RUN_ID_LENGTH = 64
 """Longest run id the run log stores (`runs.run_id`)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,13 @@ MAX_SEARCH = 200
 SeedSource = Literal["seed", "user"]
 """Sources a submitted seed may claim (values of TripletSource)."""
 
+ProgramBuffer = Literal["deduction", "abduction"]
+"""Buffers a program seed may go to."""
+
+
+def _both_program_buffers() -> list[ProgramBuffer]:
+    return ["deduction", "abduction"]
+
 
 class ProgramSeed(BaseModel):
     """A deduction/abduction seed: one program and the argument text it is called with."""
@@ -33,8 +40,8 @@ class ProgramSeed(BaseModel):
     kind: Literal["program"]
     program: str = Field(min_length=1, max_length=20_000, description="Python source defining `f`.")
     input: str = Field(min_length=1, max_length=10_000, description="Argument source text, as in f(<input>).")
-    buffers: list[Literal["deduction", "abduction"]] = Field(
-        default_factory=lambda: ["deduction", "abduction"], min_length=1, max_length=2,
+    buffers: list[ProgramBuffer] = Field(
+        default_factory=_both_program_buffers, min_length=1, max_length=2,
         description="Buffers to store the triplet in (default both).")
     source: SeedSource = Field("user", description="`seed` entries are never evicted; `user` ones may be.")
 
@@ -52,7 +59,7 @@ class InductionSeed(BaseModel):
     source: SeedSource = "user"
 
 
-SeedSubmission = Annotated[Union[ProgramSeed, InductionSeed], Field(discriminator="kind")]
+SeedSubmission = Annotated[ProgramSeed | InductionSeed, Field(discriminator="kind")]
 """Body of `POST /v1/seeds`: `kind` says which (the route restates the discriminator in its Body())."""
 
 
@@ -69,7 +76,7 @@ class SeedAccepted(BaseModel):
 
     schema_version: int = API_SCHEMA_VERSION
     outcomes: list[StoredOutcome]
-    entries: list[Union[Triplet, InductionTask]]
+    entries: list[Triplet | InductionTask]
 
 
 class SeedRejected(BaseModel):
@@ -90,7 +97,7 @@ class BufferPage(BaseModel):
     total: int
     limit: int
     offset: int
-    entries: list[Union[Triplet, InductionTask]]
+    entries: list[Triplet | InductionTask]
 
 
 MAX_STEPS_PAGE = 2000

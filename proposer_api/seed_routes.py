@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Union
+from collections.abc import Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
-from services.ports import CodeExecutor, TripletStore
-
 from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedRejected
 from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
+from services.ports import CodeExecutor, TripletStore
 
 SEED_EXAMPLES: dict[str, Any] = {
     "program": {"summary": "deduction + abduction", "value": {
@@ -42,11 +42,13 @@ def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Call
     )
     async def submit_seed(
         response: Response,
-        seed: Annotated[Union[ProgramSeed, InductionSeed], Body(discriminator="kind", openapi_examples=SEED_EXAMPLES)],
+        seed: Annotated[ProgramSeed | InductionSeed, Body(discriminator="kind", openapi_examples=SEED_EXAMPLES)],
     ) -> SeedAccepted:
         """Validate the seed through the executor, then store it: 201 when something new was stored."""
-        submit = submit_induction_seed if isinstance(seed, InductionSeed) else submit_program_seed
-        accepted = await run_in_threadpool(submit, seed, executor, store)
+        if isinstance(seed, InductionSeed):
+            accepted = await run_in_threadpool(submit_induction_seed, seed, executor, store)
+        else:
+            accepted = await run_in_threadpool(submit_program_seed, seed, executor, store)
         response.status_code = 201 if any(outcome.created for outcome in accepted.outcomes) else 200
         return accepted
 

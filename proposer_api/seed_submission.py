@@ -7,12 +7,11 @@ existing ids back with `created: false`.
 
 from __future__ import annotations
 
+from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedRejected, StoredOutcome
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
 from services.ports import CodeExecutor, InsertOutcome, TripletStore
 from services.records import InductionTask, Triplet, TripletSource
-
-from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedRejected, StoredOutcome
 
 
 class SeedRejectedError(Exception):

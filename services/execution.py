@@ -1,4 +1,4 @@
-"""What the executor decides, as typed records that cross process boundaries (DESIGN.md §5).
+"""What the executor decides, as typed records that cross process boundaries (docs/design.md §5).
 
 The executor is the only source of truth: every reward is computed from an `ExecStatus`.
 """
@@ -6,7 +6,7 @@ The executor is the only source of truth: every reward is computed from an `Exec
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -124,16 +124,23 @@ class CheckInductionRequest(BaseModel):
 
 
 ExecutionRequest = Annotated[
-    Union[
-        ValidateProposalRequest,
-        ValidateInductionRequest,
-        CheckDeductionRequest,
-        CheckAbductionRequest,
-        CheckInductionRequest,
-    ],
+    ValidateProposalRequest
+    | ValidateInductionRequest
+    | CheckDeductionRequest
+    | CheckAbductionRequest
+    | CheckInductionRequest,
     Field(discriminator="op"),
 ]
 """Any executor request; `op` selects the operation."""
 
-ExecutionResult = Union[ValidationResult, InductionValidationResult, CheckResult]
+ExecutionResult = ValidationResult | InductionValidationResult | CheckResult
 """Any executor result."""
+
+
+class ExecutorJobFailed(RuntimeError):
+    """An executor call failed for the infrastructure's reasons after its retries (worker crashes, a failed queue
+    job): never the program's fault. Raised by remote executors (RQ); an API answers it with 503."""
+
+
+class ExecutorTimeout(TimeoutError):
+    """No executor result arrived within the caller's deadline; the job may still run. An API answers it with 504."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hmac
 import time
-from typing import Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import redis
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
@@ -13,8 +14,9 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from pydantic import SecretStr
-from rq import Worker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.ports import CodeExecutor, Pingable
 
 ReadinessCheck = Callable[[], "str | None"]
 """Returns None when the dependency answers, else a reason."""
@@ -76,7 +78,8 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
     one unless `registry` is given, e.g. to serve a coordinator's metrics beside the app's own)."""
     registry = registry if registry is not None else CollectorRegistry()
     requests = Counter("azr_http_requests", "HTTP requests served", ["service", "route", "status"], registry=registry)
-    latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route", "status"], registry=registry)
+    latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route", "status"],
+                        registry=registry)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
     @app.middleware("http")
@@ -97,7 +100,8 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
     def readyz() -> JSONResponse:
         """Readiness: every dependency answers (503 with the reasons otherwise)."""
         failures = {name: reason for name, check in checks.items() if (reason := check()) is not None}
-        body: dict[str, Any] = {"status": "ready" if not failures else "not_ready", "service": service, "failures": failures}
+        body: dict[str, Any] = {"status": "ready" if not failures else "not_ready", "service": service,
+                                "failures": failures}
         return JSONResponse(body, status_code=200 if not failures else 503)
 
     @app.get("/metrics", tags=["ops"])
@@ -108,7 +112,7 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
     return registry
 
 
-def bearer_token_guard(token: SecretStr) -> Callable[..., None]:
+def bearer_token_guard(token: SecretStr) -> Callable[..., Awaitable[None]]:
     """A FastAPI dependency for write routes: 401 without `Authorization: Bearer …`, 403 with a wrong token.
 
     The comparison is constant-time (hmac.compare_digest) so response timing does not leak the token.
@@ -129,13 +133,6 @@ def bearer_token_guard(token: SecretStr) -> Callable[..., None]:
 # ------------------------------------------------------------------------------------------------ readiness checks
 
 
-class Pingable(Protocol):
-    """Anything with a `ping()` that raises when its server does not answer (the buffer store)."""
-
-    def ping(self) -> None:
-        """Raise when the dependency does not answer."""
-
-
 def database_check(store: Pingable) -> ReadinessCheck:
     """Readiness of the buffer store's database (`SELECT 1` through its engine)."""
 
@@ -144,7 +141,8 @@ def database_check(store: Pingable) -> ReadinessCheck:
             store.ping()
             return None
         except Exception as error:  # any driver error means "not ready"; the reason says which
-            return f"database does not answer: {error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            return f"database does not answer: {error.__class__.__name__}: {first_line}"
 
     return check
 
@@ -162,23 +160,7 @@ def redis_check(client: redis.Redis) -> ReadinessCheck:
     return check
 
 
-def executor_check(executor: Any) -> ReadinessCheck:
-    """Readiness of the executor: through RQ, a live `azr worker executor` on its queue; in-process, the sandbox
-    runs the zero triplet."""
-    from executor_svc.rq_client import RQCodeExecutor  # late: executor_svc imports this module
-
-    if isinstance(executor, RQCodeExecutor):
-        def rq_workers_listen() -> str | None:
-            try:
-                workers = Worker.all(connection=executor.connection, queue=executor.queue)
-            except redis.RedisError as error:
-                return f"executor queue unreachable: {error}"
-            return None if workers else f"no live executor worker listens on RQ queue {executor.queue.name!r}"
-
-        return rq_workers_listen
-
-    def sandbox_answers() -> str | None:
-        result = executor.validate_proposal("def f(x):\n    return x", "'Hello World'")
-        return None if result.status == "ok" else f"sandbox fails the zero triplet: {result.status} {result.error or ''}"
-
-    return sandbox_answers
+def executor_check(executor: CodeExecutor) -> ReadinessCheck:
+    """Readiness of the executor, as the executor itself judges it (`CodeExecutor.readiness_problem`): through RQ, a
+    live `azr worker executor` on its queue; in-process, the sandbox runs the zero triplet."""
+    return executor.readiness_problem

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:

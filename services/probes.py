@@ -31,6 +31,7 @@ def database_unavailable_reason(url: str, timeout_s: float = 2.0) -> str | None:
             connection.execute(text("SELECT 1"))
         return None
     except SQLAlchemyError as error:
-        return f"database at {engine.url.render_as_string(hide_password=True)} does not answer: {error.__class__.__name__}: {str(error).splitlines()[0]}"
+        where = engine.url.render_as_string(hide_password=True)
+        return f"database at {where} does not answer: {error.__class__.__name__}: {str(error).splitlines()[0]}"
     finally:
         engine.dispose()

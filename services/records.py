@@ -1,4 +1,4 @@
-"""Records that cross process boundaries (DESIGN.md §8). Every one carries a version.
+"""Records that cross process boundaries (docs/design.md §8). Every one carries a version.
 
 `policy_version` is the integer the trainer publishes after a successful weight push; SGLang's
 `weight_version` carries it as a string.
@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
@@ -18,7 +18,7 @@ RECORD_SCHEMA_VERSION = 2
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class TripletSource(StrEnum):
@@ -82,7 +82,7 @@ class InductionTask(BaseModel):
 
 
 class Episode(BaseModel):
-    """One trained-on sample: what the trainer consumes (DESIGN.md §8)."""
+    """One trained-on sample: what the trainer consumes (docs/design.md §8)."""
 
     schema_version: int = RECORD_SCHEMA_VERSION
     id: str  # unique; re-delivery is detected by it
@@ -111,7 +111,7 @@ class ProposedTask(BaseModel):
 
 
 class Proposal(BaseModel):
-    """One proposer rollout (DESIGN.md §8): what was asked, what came back, and what it parsed into."""
+    """One proposer rollout (docs/design.md §8): what was asked, what came back, and what it parsed into."""
 
     schema_version: int = RECORD_SCHEMA_VERSION
     task_type: TaskType

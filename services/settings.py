@@ -1,11 +1,13 @@
 """One typed settings object for every service and the CLI (environment prefix `AZR_`).
 
-Two profiles share one code path (DESIGN.md §4):
+Two profiles share one code path (docs/design.md §4):
 - `embedded`: one process, SQLite file, in-process queue, process sandbox, local CPU model. Sizes shrink
   (e.g. B = 2, short responses); the algorithm does not.
 - `distributed`: Redis, PostgreSQL, SGLang servers, Docker sandbox. The paper's constants (Table 3) are its defaults.
 
-A field set explicitly (keyword or `AZR_<FIELD>` environment variable) always wins over the profile's default.
+Layers, highest first: a command-line flag (keyword), an `AZR_<FIELD>` environment variable, a TOML config file
+(`--config FILE` or `AZR_CONFIG`; services/config_file.py), the profile's default, the field's default. A field set in
+any of the first three always wins over the profile's default.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 Profile = Literal["embedded", "distributed"]
 
@@ -34,6 +36,13 @@ def _default_eval_data() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data" / "cruxeval.jsonl"
 
 
+PACKAGED_SEED_FILES: tuple[Path, ...] = (
+    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_seed_io.jsonl",
+    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_code_f_seed_io.jsonl",
+)
+"""The authors' published seed triplets and induction tasks (services/data/seeds/README.md, MIT), shipped with the
+package: the embedded profile imports them before its first step."""
+
 PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
     "embedded": {
         "database_url": "sqlite:///runs/azr.sqlite3",
@@ -47,6 +56,10 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         "micro_batch_size": 2,
         "micro_batch_tokens": 4096,
         "gradient_checkpointing": True,
+        # Departure from §3.3.1 (the paper seeds with the base model): a 0.5B model writes almost no valid task at
+        # step 0, so self-seeding would take hours and store little. `azr run --no-seed-file` restores the paper's way.
+        "seed_files": list(PACKAGED_SEED_FILES),
+        "checkpoint_every": 1,  # a laptop run resumes from its last step (with LoRA a checkpoint is ~100 MB)
     },
     "distributed": {
         "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",
@@ -57,6 +70,8 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_prompt_tokens": 6144,
         "max_response_tokens": 8096,
         "executor_workers": 4,
+        "gradient_checkpointing": True,  # 8,096-token responses: activations of one decoder layer, not all of them
+        "checkpoint_every": 10,  # the authors checkpoint every 10 steps; bf16 weights are pushed after every update
     },
 }
 """Per-profile defaults, applied only to fields the user did not set."""
@@ -110,11 +125,38 @@ class Settings(BaseSettings):
     inference_backend: Literal["local", "sglang"] = "local"
     """Local transformers engine (embedded) or SGLang servers over HTTP (distributed)."""
     model: str = "qwen-coder-0.5b"
-    """Model: `qwen-coder-0.5b`, `smollm2`, `tiny`, or a path to a Hugging Face model directory."""
+    """Model: a preset (`qwen-coder-0.5b`, `smollm2`, `tiny`), a Hugging Face hub id (`Org/Name`, read offline from
+    the local HF cache: HF_HUB_CACHE, else HF_HOME/hub), or a path to a Hugging Face model directory."""
     sglang_urls: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:30000"])
     """SGLang server (or router) base URLs; requests are load-balanced across them."""
+    sglang_request_timeout_s: float = Field(600.0, gt=0)
+    """HTTP timeout of one `/generate` request, i.e. one chunk of `sglang_max_rows_per_request` samples; a chunk that
+    times out is resent alone (up to the client's retries), never the whole batch."""
+    sglang_max_rows_per_request: int = Field(64, ge=1)
+    """Most samples (rows: prompts x n) one `/generate` request carries: a batch is split into chunks of this many,
+    so a timeout, a 5xx or a restarted server costs one chunk, and the chunks spread over the servers."""
+    sglang_max_concurrent_requests: int = Field(16, ge=1)
+    """`/generate` requests one generate call keeps in flight at once, round-robin over the healthy servers (SGLang
+    batches concurrent requests continuously, so this feeds every server without sending one huge request)."""
+    sglang_admin_api_key: SecretStr | None = None
+    """The servers' `--admin-api-key`: SGLang then accepts its control endpoints (update_weights_from_disk,
+    pause_generation, continue_generation, flush_cache, abort_request) only with `Authorization: Bearer <key>`, which
+    the trainer sends; generation and /model_info stay open. None: servers started without one."""
+    sglang_resume_aborted: bool = True
+    """Resume samples a weight push aborted (AReaL's partial rollouts) instead of starting them again: the client
+    re-posts prompt + the tokens generated so far with `max_new_tokens` reduced, and joins the pieces into one sample
+    tagged with the OLDEST weight version it contains. Why this is sound: the trainer recomputes pi_old with its own
+    weights, so a sample spanning two policy versions is still a valid (near on-policy) sample, and its oldest
+    version keeps the staleness filter conservative; off, every push throws away the tokens in flight."""
+    sglang_max_resumes: int = Field(3, ge=0)
+    """Most times one sample is resumed; aborted once more, it starts again from its prompt (the behaviour with
+    `sglang_resume_aborted` off)."""
     device: str = "auto"
     """Torch device for the local engine and trainer: `auto` (CUDA if present), `cpu`, `cuda`, `cuda:N`."""
+    torch_threads: int = Field(0, ge=0)
+    """Threads torch uses on the CPU in this process (inference and updates); 0 = one per core not left to the
+    executor's sandbox workers (at least one): on 2 cores with 2 workers that is 1, because torch's spinning threads
+    beside busy workers generate several times slower than one thread (README, embedded profile)."""
 
     # --- executor ----------------------------------------------------------------------------------------------------
     executor_backend: Literal["process", "docker"] = "process"
@@ -180,7 +222,8 @@ class Settings(BaseSettings):
     per phase (a weak model may never get there; the run then goes on with what it has, and says so)."""
     reject_multiple_functions: bool = True
     """Reading rule for deduction/abduction proposals: refuse a program with more than one `def` (nested and class
-    methods included), as the authors' Qwen scripts do; off, the first `def` is renamed to `f` (docs/reading-rules.md)."""
+    methods included), as the authors' Qwen scripts do; off, the first `def` is renamed to `f`
+    (docs/reading-rules.md)."""
     seed_files: list[Path] = Field(default_factory=list)
     """Seed JSONL files (the authors' seed format or `azr validate` rows) imported into the buffers, validated by the
     executor, before a new run seeds with the model."""
@@ -192,18 +235,45 @@ class Settings(BaseSettings):
     """AdamW decoupled weight decay; 0.01 is what the authors' paper-branch veRL ran with (its code default)."""
     micro_batch_size: int = Field(4, ge=1)
     """Most sequences per forward/backward pass; gradients accumulate over micro-batches (bounds memory)."""
-    micro_batch_tokens: int = Field(0, ge=0)
-    """Also cap a micro-batch at this many padded tokens (rows x longest sequence); 0 = no token cap."""
+    micro_batch_tokens: int = Field(16_384, ge=0)
+    """Also cap a micro-batch at this many padded tokens (rows x longest sequence), so the trainer's activation memory
+    is bounded by this number whatever the batch size or response length (a longer single sequence gets a micro-batch
+    of its own); 0 = no token cap. 16,384 is veRL's per-GPU token budget and holds one sequence at the distributed
+    profile's 6,144 + 8,096-token limit."""
+    logprob_chunk_tokens: int = Field(512, ge=1)
+    """Response positions whose vocabulary logits exist at once: the LM head is applied per chunk of this many tokens
+    inside the log-prob/entropy function, so a micro-batch never holds [tokens, V] logits (trainer_svc/
+    head_logprobs.py); each chunk's float32 working buffer is this x V x 4 bytes (512 x 151,936: 311 MB)."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass instead of keeping them: about a third more
-    compute, activation memory of one layer instead of all. On in the embedded profile, where a 0.5B model's
-    micro-batch of ~2k-token sequences otherwise needs more than a 24 GB machine has."""
+    compute, activation memory of one layer instead of all. On in both profiles: embedded, where a 0.5B model's
+    micro-batch of ~2k-token sequences otherwise needs more than a 24 GB machine has, and distributed (8,096-token
+    responses), where under torchrun each decoder layer is checkpointed before FSDP shards it."""
     checkpoint_every: int = Field(1, ge=1)
-    """Write a checkpoint (and push weights) after every k-th update."""
+    """k: write the full resumable checkpoint (fp32 weights, AdamW moments, RNG states, applied episode ids) after
+    every k-th update; bf16 weights are pushed to the inference servers after every update regardless. Episodes are
+    acknowledged only once the full checkpoint holding their update is durable, so after a crash the trainer resumes
+    from the last one and the at most k - 1 updates since are redone from the redelivered episodes."""
+    server_check_every_s: float = Field(10.0, gt=0)
+    """How often the trainer asks every inference server for its `/model_info` weight_version; a server that reports
+    another version than the one last pushed (restarted from the base model, or missed a push while down) gets the
+    current weights again. A failed push is retried the same way instead of stopping the trainer."""
     keep_checkpoints: int = Field(3, ge=1)
     """Checkpoints kept in the run directory; older ones are deleted after a new one is durable."""
     trainer_bf16: bool = True
     """Run the trainer's forward passes under bf16 autocast on CUDA (fp32 master weights); ignored on CPU."""
+    lora_rank: int = Field(0, ge=0)
+    """LoRA rank r (PEFT): train low-rank adapters on `lora_target_modules` instead of every weight; 0 = off (full
+    fine-tuning, the paper's setting). With LoRA the optimizer holds only the adapters, checkpoints store the adapters
+    (plus optimizer and RNG state) and name the base model, and every push serves the merged weights."""
+    lora_alpha: float = Field(32.0, gt=0)
+    """LoRA scaling numerator: the adapter's update is scaled by alpha / r."""
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the LoRA branch's input during updates (0: none, so the recomputed old log-probs stay exact)."""
+    lora_target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    """Module names (PEFT `target_modules`) that get adapters: every attention and MLP projection of Qwen2 / Llama
+    decoder layers by default."""
 
     # --- Prometheus metrics of the processes without an HTTP app (the APIs serve /metrics on their own port) ---------
     run_api_port: int = Field(8001, ge=0, le=65535)
@@ -229,6 +299,27 @@ class Settings(BaseSettings):
     eval_data: Path = Field(default_factory=_default_eval_data)
     """CRUXEval-format JSONL (`code`, `input`, `output`, `id` per line) for the periodic evaluation; read when the
     coordinator starts (a missing or malformed file stops it there, naming the line)."""
+
+    # --- experiment tracking (every metrics line, beside metrics.jsonl; services/reporting/metric_sinks.py) ----------
+    tensorboard: bool = True
+    """Also write every metrics line's numeric values as TensorBoard scalars (step = the line's step) to
+    `<run_dir>/tensorboard/` (`azr run`, `azr coordinator`); view with `tensorboard --logdir runs`."""
+    wandb: bool = False
+    """Also log every metrics line to Weights & Biases (`wandb.log`, step = the line's step) when the `wandb` package
+    is installed; without it the run says so once and goes on. wandb's own variables apply (WANDB_MODE=offline...)."""
+    wandb_project: str = "azr"
+    """Weights & Biases project the runs are logged to (the run's name is `run_id`)."""
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords (flags) > AZR_* environment > the TOML config file in effect; profile defaults fill the rest."""
+        from services.config_file import ConfigFileSource
+
+        return init_settings, env_settings, dotenv_settings, ConfigFileSource(settings_cls), file_secret_settings
 
     @model_validator(mode="before")
     @classmethod
@@ -266,6 +357,8 @@ class Settings(BaseSettings):
             values["api_token"] = "<placeholder: set AZR_API_TOKEN>" if self.uses_default_secret() else "********"
         else:
             values["api_token"] = token
+        if not mask_secrets and self.sglang_admin_api_key is not None:
+            values["sglang_admin_api_key"] = self.sglang_admin_api_key.get_secret_value()
         for key in ("database_url", "redis_url"):
             values[key] = mask_url_password(values[key]) if mask_secrets else values[key]
         return values
@@ -291,6 +384,10 @@ def mask_url_password(url: str) -> str:
     return f"{scheme}://{user}:***@{host}"
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment (`AZR_*`), with explicit overrides on top."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from `config_file` (else AZR_CONFIG's file, if any), the environment (`AZR_*`) over it, and explicit
+    overrides (flags; None = not given) on top. ConfigFileError or pydantic's ValidationError when they do not hold."""
+    from services.config_file import using_config_file
+
+    with using_config_file(config_file):
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})

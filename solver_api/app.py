@@ -1,5 +1,5 @@
 """solver_api: the solver service: `/healthz`, `/readyz`, `/metrics`, OpenAPI at `/docs`, and `POST /v1/solve`
-(solver_api/solve_route.py, the self-play issue) when an inference engine is given.
+(solver_api/solve_routes.py, the self-play issue) when an inference engine is given.
 """
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from services.http_ops import ReadinessCheck, bearer_token_guard, executor_check, install_operational_routes
-from services.ports import CodeExecutor, InferenceEngine
+from services.ports import CodeExecutor, InferenceEngine, SamplingParams
 from services.settings import Settings
 from solver_api.prometheus_metrics import SolverMetrics
-from solver_api.solve_route import build_solve_router
+from solver_api.solve_routes import solve_router
 
 
 def create_solver_app(settings: Settings, executor: CodeExecutor | None = None,
@@ -23,6 +23,8 @@ def create_solver_app(settings: Settings, executor: CodeExecutor | None = None,
     registry = install_operational_routes(app, "solver", {**checks, **(extra_checks or {})},
                                           settings.max_request_bytes)
     if engine is not None:
-        app.include_router(build_solve_router(engine, executor, settings, bearer_token_guard(settings.api_token),
-                                              SolverMetrics(registry)), tags=["self-play"])
+        default_sampling = SamplingParams(max_new_tokens=settings.max_response_tokens,
+                                          temperature=settings.temperature, top_p=settings.top_p)
+        app.include_router(solve_router(engine, executor, default_sampling, bearer_token_guard(settings.api_token),
+                                        SolverMetrics(registry)), tags=["self-play"])
     return app

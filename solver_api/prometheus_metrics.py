@@ -8,7 +8,7 @@ run), or `sandbox_error` for an answer the executor failed on twice for infrastr
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter
 

@@ -18,8 +18,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -138,7 +139,8 @@ class ThrowawayPostgres:
     def _run(self, *command: str, check: bool = True) -> None:
         result = subprocess.run([*self._as_postgres, *command], capture_output=True, text=True, timeout=120)
         if check and result.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
+            output = result.stderr.strip() or result.stdout.strip()
+            raise RuntimeError(f"{command[0]} failed ({result.returncode}): {output}")
 
 
 class LoopbackServer:
@@ -177,7 +179,7 @@ class ExecutorWorkers:
         """Start one worker (one sandbox worker inside), with a 1 s maintenance interval for quick retries."""
         env = {**os.environ, "AZR_REDIS_URL": self.redis_url, "AZR_EXECUTOR_BACKEND": "process",
                "AZR_EXECUTOR_WORKERS": "1", "AZR_EXECUTOR_TIMEOUT_S": str(self.timeout_s)}
-        command = [sys.executable, "-m", "services", "worker", "executor", "--queue", self.queue,
+        command = [sys.executable, "-m", "azr", "worker", "executor", "--queue", self.queue,
                    "--name", f"{self.queue}-{name}-{uuid.uuid4().hex[:4]}", "--maintenance-interval-s", "1"]
         process = subprocess.Popen(command, env=env, cwd=REPO_ROOT, start_new_session=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

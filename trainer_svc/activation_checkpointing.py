@@ -1,14 +1,22 @@
 """Activation checkpointing of the decoder layers: keep each layer's input, recompute its insides in the backward pass.
 
 Why our own and not `model.gradient_checkpointing_enable()`: transformers only checkpoints in `train()` mode, and
-the trainer runs the policy in `eval()` (no dropout in RL updates). Wrapping each layer's bound `forward` leaves
-module names, and so `save_pretrained` and the optimizer state, untouched. Limit: single-process trainers only; under
-FSDP the layers' parameters are resharded between forward and the recompute (FSDP has its own wrapper for that).
+the trainer runs the policy in `eval()` (no dropout in RL updates). Wrapping each layer's bound `forward` in
+non-reentrant `torch.utils.checkpoint` leaves module names, and so `save_pretrained`, the optimizer state and the FSDP
+state-dict names, untouched (torch's `checkpoint_wrapper` would insert a `_checkpoint_wrapped_module` level).
+
+Under FSDP2 (`fully_shard`, trainer_svc/fsdp_wrap.py) the wrapping is done before sharding, as torch's recipe for
+`checkpoint_wrapper` + `fully_shard` does: FSDP's hooks sit on the layer module's `__call__`, outside the wrapped
+`forward`, so the forward runs on gathered parameters, and in the backward FSDP's pre-backward hook gathers the
+layer's parameters again before autograd reaches the layer's saved tensors, whose unpacking runs the recomputation.
+Tested on CPU/gloo with two ranks: the same weights as the one-process trainer, with every layer recomputed once per
+micro-batch (tests/trainer_svc/test_fsdp_update.py).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,7 +38,7 @@ def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
             return forward(*args, **kwargs)
         return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
-    run.azr_checkpointed = True  # type: ignore[attr-defined]
+    run.azr_checkpointed = True  # type: ignore[attr-defined]  # a mark on the function object, read back above
     return run
 
 
@@ -39,5 +47,5 @@ def checkpoint_decoder_layers(model: nn.Module) -> int:
     layers = decoder_layers(model)
     for layer in layers:
         if not getattr(layer.forward, "azr_checkpointed", False):
-            layer.forward = _checkpointed(layer.forward)  # type: ignore[method-assign]
+            layer.forward = _checkpointed(layer.forward)
     return len(layers)

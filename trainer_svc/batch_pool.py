@@ -79,3 +79,14 @@ class BatchPool:
                 episodes.append(episode)
                 delivery_ids += self._delivery_ids.pop(episode.id)
         return PooledBatch(episodes=episodes, delivery_ids=delivery_ids)
+
+    def take(self, episode_ids: set[str]) -> PooledBatch:
+        """Those of `episode_ids` that wait here, removed, in id order (the embedded profile trains on exactly one
+        step's episodes, whatever their count per group; id order makes a replay train on the same batch in the same
+        order)."""
+        chosen = sorted(episode_id for episode_id in episode_ids if episode_id in self._delivery_ids)
+        episodes = [next(q[i] for q in self._groups.values() if i in q) for i in chosen]
+        delivery_ids: list[str] = []
+        for episode_id in chosen:
+            delivery_ids += self.remove(episode_id)
+        return PooledBatch(episodes=episodes, delivery_ids=delivery_ids)

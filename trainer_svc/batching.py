@@ -55,7 +55,7 @@ class MicroBatch:
         """Unmasked response tokens (loss tokens)."""
         return int(self.response_mask.sum())
 
-    def to(self, device: torch.device | str) -> "MicroBatch":
+    def to(self, device: torch.device | str) -> MicroBatch:
         """The same micro-batch with every tensor on ``device``."""
         return MicroBatch(**{name: getattr(self, name).to(device) for name in self.__dataclass_fields__})
 

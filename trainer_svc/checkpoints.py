@@ -10,6 +10,10 @@ The FSDP trainer (torchrun) writes the same directory from rank 0, with the full
 ``model_state`` (the full weights) and ``optimizer_state`` keyed by parameter name (`optimizer_layout.BY_NAME`, which
 ``trainer_state.pt`` records as ``optimizer_layout``), so its checkpoints resume in one process or on any number of
 ranks, and the one-process trainer's checkpoints resume under torchrun.
+
+With LoRA (`lora_rank` > 0, trainer_svc/lora.py) the weights part is the adapters alone, as a PEFT adapter directory
+(`adapter_config.json`, `adapter_model.safetensors`) plus `lora_base.json` naming the base model they adapt; the
+rest of the directory is as above (AdamW state of the adapters only).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from services.inference.causal_lm import hf_model
+from trainer_svc.lora import has_adapters, save_adapters
 from trainer_svc.optimizer_layout import BY_INDEX, OptimizerLayout
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -125,7 +131,8 @@ def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimize
     """Write checkpoint ``v{policy_version}`` atomically, then delete all but the newest ``keep``; returns its path.
 
     ``model_state`` / ``optimizer_state`` (in ``optimizer_layout``) replace ``model.state_dict()`` /
-    ``optimizer.state_dict()`` when given: the FSDP trainer passes the full state it gathered from the shards."""
+    ``optimizer.state_dict()`` when given: the FSDP trainer passes the full state it gathered from the shards. A
+    model with LoRA adapters saves the adapters only."""
     if optimizer_state is None:
         if optimizer is None:
             raise ValueError("save_checkpoint needs the optimizer or its state")
@@ -139,7 +146,10 @@ def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimize
         shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX + final.name + "-", dir=root))
     try:
-        model.save_pretrained(staging, safe_serialization=True, state_dict=model_state)
+        if model_state is None and has_adapters(model):
+            save_adapters(model, staging)
+        else:
+            hf_model(model).save_pretrained(staging, safe_serialization=True, state_dict=model_state)
         if tokenizer is not None:
             tokenizer.save_pretrained(staging)
         state = TrainerState(step=step, policy_version=policy_version, optimizer=optimizer_state,

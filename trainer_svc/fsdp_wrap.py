@@ -1,4 +1,4 @@
-"""FSDP2 for the policy: `fully_shard` on every decoder layer and on a `ResponseLogits` root, and the collectives that
+"""FSDP2 for the policy: `fully_shard` on every decoder layer and on a `ResponseLogprobs` root, and the collectives that
 turn the shards back into full state dicts for a checkpoint (and full optimizer state back into shards on resume).
 
 Sharding choices:
@@ -15,18 +15,22 @@ Sharding choices:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                     get_optimizer_state_dict, set_optimizer_state_dict)
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from trainer_svc.distributed_env import RankInfo
-from trainer_svc.policy_forward import ResponseLogits
+from trainer_svc.policy_forward import ResponseLogprobs
 
 GATHER_OPTIONS = StateDictOptions(full_state_dict=True, cpu_offload=True)
 """Full (unsharded) tensors, on CPU, on rank 0 only (the other ranks get empty dicts)."""
@@ -49,7 +53,7 @@ def mixed_precision(device: torch.device, bf16: bool) -> MixedPrecisionPolicy:
     return MixedPrecisionPolicy()
 
 
-def shard_policy(model: nn.Module, ranks: RankInfo, *, bf16: bool) -> ResponseLogits:
+def shard_policy(model: nn.Module, ranks: RankInfo, *, bf16: bool) -> ResponseLogprobs:
     """Shard ``model`` in place over all ranks; returns the FSDP root whose forward the update calls.
 
     Build the optimizer after this: sharding replaces every parameter with a DTensor shard.
@@ -59,7 +63,7 @@ def shard_policy(model: nn.Module, ranks: RankInfo, *, bf16: bool) -> ResponseLo
     policy = mixed_precision(ranks.device, bf16)
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=mesh, mp_policy=policy)
-    root = ResponseLogits(model)
+    root = ResponseLogprobs(model)
     fully_shard(root, mesh=mesh, mp_policy=policy)
     for module in root.modules():
         if isinstance(module, FSDPModule):  # per unit: these setters are not recursive
@@ -75,7 +79,8 @@ def grad_norm_value(norm: torch.Tensor) -> float:
 
 def gather_full_weights(model: nn.Module) -> dict[str, torch.Tensor]:
     """The LM's full state dict (HF names, CPU, fp32 master weights) on rank 0; {} elsewhere. Collective."""
-    return get_model_state_dict(model, options=GATHER_OPTIONS)
+    # full_state_dict gathers every DTensor shard into a plain tensor: the values are tensors, not the general ValueType
+    return cast(dict[str, torch.Tensor], get_model_state_dict(model, options=GATHER_OPTIONS))
 
 
 def gather_full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

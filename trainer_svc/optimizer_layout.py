@@ -8,6 +8,7 @@
 
 Both trainers build AdamW over ``model.parameters()`` in module order (`make_optimizer`), so position i of one is the
 parameter named by position i of ``named_parameters()`` in the other; converting between the layouts is a renaming.
+With LoRA (one process only) AdamW holds the trainable adapters alone, in the same module order, saved `BY_INDEX`.
 """
 
 from __future__ import annotations

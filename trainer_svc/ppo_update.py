@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -39,6 +39,7 @@ from services.settings import Settings
 from trainer_svc.batching import MicroBatch, build_micro_batches, group_ids_of, total_response_tokens
 from trainer_svc.distributed_env import RankInfo, all_reduce_floats
 from trainer_svc.fsdp_wrap import grad_norm_value
+from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
 from trainer_svc.policy_forward import autocast_for, logprobs_and_entropy
 from trainer_svc.rank_commands import UpdateCommand, announce
@@ -65,25 +66,39 @@ class AccumulatedStats:
     mismatch_kl_sum: float = 0.0
 
 
+@dataclass(frozen=True)
+class MicroBatchProgress:
+    """Where one pass over the micro-batches stands (this rank's share), after a micro-batch's backward."""
+
+    done: int
+    total: int
+    padded_tokens: int  # tokens (rows x width) through the model so far in this pass
+    elapsed_s: float  # since the pass began
+
+
 def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
                          entropy_coef: float, device: torch.device, bf16: bool = True,
-                         temperature: float = 1.0, share: RankShare | None = None) -> AccumulatedStats:
+                         temperature: float = 1.0, share: RankShare | None = None,
+                         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+                         on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> AccumulatedStats:
     """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
 
     Each micro-batch contributes Σ_tokens ℓ_t / N with N = the response tokens of the whole batch, so the accumulated
     gradient is the gradient of the full-batch token-mean. In the first epoch (``old_logprobs`` not yet filled) the
     detached log-probs of this pass become ``old_logprobs`` (in place, in the list) and are compared with the engine's
     log-probs. ``share``: the micro-batches this rank trains on (default: all) and its idle passes; the sums in the
-    returned stats cover the share only, ``tokens`` is N.
+    returned stats cover the share only, ``tokens`` is N. ``chunk_tokens``: response positions whose logits exist at
+    once (`trainer_svc.head_logprobs`). ``on_micro_batch`` hears each finished micro-batch (a live display).
     """
+    began = time.perf_counter()
     token_count = total_response_tokens(micro_batches)
     stats = AccumulatedStats(tokens=token_count)
     share = share or whole_batch(len(micro_batches))
-    for index in share.indices:
+    for position, index in enumerate(share.indices):
         cpu_mb = micro_batches[index]
         mb = cpu_mb.to(device)
         with autocast_for(device, bf16):
-            logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature)
+            logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature, chunk_tokens=chunk_tokens)
         assert entropy is not None
         if not bool(mb.has_old_logprobs.all()):
             recomputed = logprobs.detach().float()
@@ -105,8 +120,13 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
         stats.clip_sum += metrics["clip_fraction"] * n
         stats.kl_sum += metrics["approx_kl"] * n
         stats.ratio_max = max(stats.ratio_max, metrics["ratio_max"])
+        if on_micro_batch is not None:
+            on_micro_batch(MicroBatchProgress(done=position + 1, total=len(share.indices),
+                                              padded_tokens=stats.padded_tokens,
+                                              elapsed_s=time.perf_counter() - began))
     for _ in range(share.idle_passes):
-        idle_pass(model, micro_batches[0], device=device, bf16=bf16, temperature=temperature)
+        idle_pass(model, micro_batches[0], device=device, bf16=bf16, temperature=temperature,
+                  chunk_tokens=chunk_tokens)
     return stats
 
 
@@ -121,11 +141,13 @@ def add_mismatch(stats: AccumulatedStats, recomputed: torch.Tensor, mb: MicroBat
     stats.mismatch_kl_sum += float((delta.clamp(max=LOG_RATIO_CLAMP).exp() - 1.0 - delta).sum())
 
 
-def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf16: bool, temperature: float) -> None:
+def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf16: bool, temperature: float,
+              chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
     """A forward and backward whose loss is 0 × a real one: FSDP's collectives run, the gradient gets nothing."""
     mb = cpu_mb.to(device)
     with autocast_for(device, bf16):
-        logprobs, _ = logprobs_and_entropy(model, mb, with_entropy=False, temperature=temperature)
+        logprobs, _ = logprobs_and_entropy(model, mb, with_entropy=False, temperature=temperature,
+                                           chunk_tokens=chunk_tokens)
     (logprobs.sum() * 0.0).backward()
 
 
@@ -173,6 +195,8 @@ class PolicyTrainer:
         self.optimizer = optimizer or make_optimizer(self.model, settings)
         self.step = step
         self.policy_version = policy_version
+        self.on_micro_batch: Callable[[MicroBatchProgress], None] | None = None
+        """Called after every micro-batch's backward pass (a live progress display sets it)."""
 
     def advantages(self, episodes: Sequence[Episode]) -> torch.Tensor:
         """Eq 8 advantages [B], normalised within each (task type x role) group of this batch."""
@@ -206,7 +230,8 @@ class PolicyTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             stats = accumulate_gradients(self.forward_module, micro_batches, clip_eps=s.clip_eps,
                                          entropy_coef=s.entropy_coef, device=self.device, bf16=s.trainer_bf16,
-                                         temperature=s.temperature, share=share)
+                                         temperature=s.temperature, share=share,
+                                         chunk_tokens=s.logprob_chunk_tokens, on_micro_batch=self.on_micro_batch)
             if epoch == 0:
                 first_epoch = stats
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)

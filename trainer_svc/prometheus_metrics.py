@@ -7,7 +7,8 @@ trainer's step and policy version, so those can never drift from what the servic
 
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -21,7 +22,8 @@ UPDATE_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0
 COUNTED = {
     "read": ("azr_trainer_deliveries_read", "Episode deliveries read from the queue (redeliveries included)"),
     "updates": ("azr_trainer_updates", "TRR++ updates applied"),
-    "checkpoints": ("azr_trainer_checkpoints", "Checkpoints written and pushed"),
+    "pushes": ("azr_trainer_weight_pushes", "bf16 weight exports pushed to the inference servers (one per update)"),
+    "checkpoints": ("azr_trainer_checkpoints", "Full resumable checkpoints written (every checkpoint_every updates)"),
     "stale_dropped": ("azr_trainer_stale_episodes_dropped", "Episodes dropped as too many policy versions old"),
     "duplicates_skipped": ("azr_trainer_duplicate_episodes_skipped", "Redelivered episodes already applied"),
     "rejected": ("azr_trainer_rejected_episodes", "Malformed episodes acknowledged without training"),
@@ -35,6 +37,7 @@ class CountersView(Protocol):
 
     read: int
     updates: int
+    pushes: int
     checkpoints: int
     stale_dropped: int
     duplicates_skipped: int
@@ -49,11 +52,31 @@ class PolicyView(Protocol):
     policy_version: int
 
 
-class ServiceView(Protocol):
-    """What the scrape reads from a TrainerService."""
+class SyncCountersView(Protocol):
+    """SyncCounters' fields (trainer_svc/server_sync.py)."""
 
-    counters: CountersView
-    trainer: PolicyView
+    repushes: int
+    behind: set[str]
+
+
+class SyncView(Protocol):
+    """The service's ServerSync (read-only members: the views are covariant)."""
+
+    @property
+    def counters(self) -> SyncCountersView: ...
+
+
+class ServiceView(Protocol):
+    """What the scrape reads from a TrainerService (read-only members: the views are covariant)."""
+
+    @property
+    def counters(self) -> CountersView: ...
+
+    @property
+    def trainer(self) -> PolicyView: ...
+
+    @property
+    def sync(self) -> SyncView: ...
 
 
 class ServiceCollector(Collector):
@@ -68,10 +91,17 @@ class ServiceCollector(Collector):
         for field, (name, documentation) in COUNTED.items():
             yield CounterMetricFamily(name, documentation, value=float(getattr(counters, field)))
         trainer = self.service.trainer
-        yield GaugeMetricFamily("azr_trainer_policy_version", "Policy version of the trainer's last checkpoint (the one it published)",
+        yield GaugeMetricFamily("azr_trainer_policy_version",
+                                "Policy version of the trainer's current weights (the one it last pushed and "
+                                "published)",
                                 value=float(trainer.policy_version))
         yield GaugeMetricFamily("azr_trainer_step", "Updates applied since the run began (resumes included)",
                                 value=float(trainer.step))
+        sync = self.service.sync.counters
+        yield CounterMetricFamily("azr_trainer_server_repushes", "Current weights pushed again to a server found "
+                                  "serving another version (restarted, or missed a push)", value=float(sync.repushes))
+        yield GaugeMetricFamily("azr_trainer_servers_behind", "Inference servers not (known to be) serving the "
+                                "current policy version", value=float(len(sync.behind)))
 
 
 class TrainerMetrics:

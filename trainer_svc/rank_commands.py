@@ -1,13 +1,13 @@
 """What rank 0 tells the other trainer ranks, one command per collective step, over the control group.
 
-Rank 0 runs the ordinary TrainerService loop. Every operation that needs all ranks (an update, a checkpoint) first
-announces itself, so the other ranks (`rank_follower.follow_main_rank`) enter the same collectives in the same
-order; `StopCommand` ends them. Commands are pydantic models, pickled by `broadcast_object_list`.
+Rank 0 runs the ordinary TrainerService loop. Every operation that needs all ranks (an update, a weight export, a
+checkpoint) first announces itself, so the other ranks (`rank_follower.follow_main_rank`) enter the same collectives
+in the same order; `StopCommand` ends them. Commands are pydantic models, pickled by `broadcast_object_list`.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,13 +31,20 @@ class CheckpointCommand(BaseModel):
     applied_episode_ids: list[str] = Field(default_factory=list)
 
 
+class ExportCommand(BaseModel):
+    """Gather the full weights for the bf16 export pushed as ``policy_version`` (rank 0 writes it)."""
+
+    kind: Literal["export"] = "export"
+    policy_version: int = Field(ge=0)
+
+
 class StopCommand(BaseModel):
     """Rank 0 is done: leave the loop and the process group."""
 
     kind: Literal["stop"] = "stop"
 
 
-RankCommand = Union[UpdateCommand, CheckpointCommand, StopCommand]
+RankCommand = UpdateCommand | ExportCommand | CheckpointCommand | StopCommand
 
 
 def announce(ranks: RankInfo, command: RankCommand) -> None:
@@ -51,6 +58,6 @@ def announce(ranks: RankInfo, command: RankCommand) -> None:
 def next_command(ranks: RankInfo) -> RankCommand:
     """The other ranks: wait for rank 0's next command."""
     command = broadcast_from_main(None, ranks)
-    if not isinstance(command, (UpdateCommand, CheckpointCommand, StopCommand)):
+    if not isinstance(command, (UpdateCommand, ExportCommand, CheckpointCommand, StopCommand)):
         raise TypeError(f"rank {ranks.rank} received {type(command).__name__}, not a trainer command")
     return command

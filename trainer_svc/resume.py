@@ -4,6 +4,10 @@ Under torchrun (``ranks`` given) every rank runs these functions: each loads the
 and builds its optimizer over its shards; restoring loads the full optimizer state and keeps the local shard. A
 checkpoint gathers the full weights and optimizer state to rank 0, which alone writes the directory while the other
 ranks wait.
+
+With `lora_rank` > 0 (one process only, `trainer_svc/lora.py`) the base model gets LoRA adapters before the
+optimizer is built; a checkpoint then holds the adapters and names its base model, and a restore loads that base
+(checked against the checkpoint's fingerprint of it) and puts the adapters on it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,23 @@ import torch
 
 from services.settings import Settings
 from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
-from trainer_svc.checkpoints import (checkpoint_name, checkpoints_root, latest_checkpoint, load_trainer_state,
-                                     restore_rng, save_checkpoint)
+from trainer_svc.checkpoints import (
+    checkpoint_name,
+    checkpoints_root,
+    latest_checkpoint,
+    load_trainer_state,
+    restore_rng,
+    save_checkpoint,
+)
 from trainer_svc.distributed_env import RankInfo, wait_for_all
+from trainer_svc.lora import (
+    add_adapters,
+    base_for_restore,
+    is_adapter_checkpoint,
+    load_adapters,
+    refuse_under_fsdp,
+    train_dropout,
+)
 from trainer_svc.optimizer_layout import BY_INDEX, BY_NAME, load_optimizer_state
 from trainer_svc.policy_forward import resolve_device
 from trainer_svc.ppo_update import PolicyTrainer
@@ -31,9 +49,11 @@ class LoadedPolicy:
 
     trainer: PolicyTrainer
     tokenizer: Any
-    source: Path
-    applied_episode_ids: list[str] = field(default_factory=list)  # applied since the checkpoint before `source`
-    restored: bool = False  # True when `source` is one of the run's checkpoints
+    source: Path  # an HF directory a server can start from: the base model, or the restored full checkpoint
+    applied_episode_ids: list[str] = field(default_factory=list)  # applied since the checkpoint before `checkpoint`
+    restored: bool = False  # True when restored from `checkpoint`, one of the run's checkpoints
+    checkpoint: Path | None = None  # the restored checkpoint (`source` too, unless it holds LoRA adapters only:
+    # then `source` is its base model, and `UpdateCycle.start` pushes the merged weights to every server)
 
 
 def load_model_and_tokenizer(model_dir: Path) -> tuple[torch.nn.Module, Any]:
@@ -54,14 +74,26 @@ def pad_id_of(tokenizer: Any) -> int:
 
 
 def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: Settings, ranks: RankInfo | None = None, *,
-                  step: int = 0, policy_version: int = 0) -> PolicyTrainer:
+                  step: int = 0, policy_version: int = 0, base_dir: Path | None = None) -> PolicyTrainer:
     """A trainer (with a fresh AdamW) over ``model``: on `settings.device` in one process, FSDP-sharded over the
-    ranks under torchrun."""
+    ranks under torchrun. With `settings.gradient_checkpointing` every decoder layer recomputes its activations in
+    the backward pass, in both cases (under FSDP the layers are wrapped before they are sharded). With
+    `settings.lora_rank` > 0 (one process only) ``model``, loaded from ``base_dir``, first gets LoRA adapters and
+    AdamW covers them alone."""
+    if ranks is not None:
+        refuse_under_fsdp(settings)
+    elif settings.lora_rank > 0:
+        if base_dir is None:
+            raise ValueError("build_trainer with lora_rank > 0 needs the base model's directory (base_dir)")
+        model = add_adapters(model, settings, base_dir)
+    if settings.gradient_checkpointing:
+        checkpoint_decoder_layers(model)
     if ranks is None:
-        if settings.gradient_checkpointing:
-            checkpoint_decoder_layers(model)
-        return PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(settings.device),
-                             step=step, policy_version=policy_version)
+        trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(settings.device),
+                                step=step, policy_version=policy_version)
+        if settings.lora_rank > 0 and settings.lora_dropout > 0:
+            train_dropout(trainer.model)
+        return trainer
     from trainer_svc.fsdp_wrap import shard_policy
 
     root = shard_policy(model, ranks, bf16=settings.trainer_bf16)
@@ -72,30 +104,41 @@ def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: Settings, ra
 def fresh_trainer(model_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy:
     """A trainer at step 0, policy version 0, on the base model in ``model_dir``."""
     model, tokenizer = load_model_and_tokenizer(model_dir)
-    trainer = build_trainer(model, tokenizer, settings, ranks)
+    trainer = build_trainer(model, tokenizer, settings, ranks, base_dir=Path(model_dir))
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
 
 
-def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy | None:
+def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = None,
+                    model_dir: Path | None = None) -> LoadedPolicy | None:
     """The trainer exactly as the run's latest checkpoint saved it (weights, optimizer, step, version, RNG), or
-    None when the run has no checkpoint yet. Either optimizer layout loads, on one process or any number of ranks."""
+    None when the run has no checkpoint yet. Either optimizer layout loads, on one process or any number of ranks.
+    A LoRA checkpoint's adapters go on ``model_dir`` (default: the base model directory the checkpoint names),
+    which must be the base they were trained on."""
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         return None
-    model, tokenizer = load_model_and_tokenizer(checkpoint)
+    adapters = is_adapter_checkpoint(checkpoint)
+    if not adapters and settings.lora_rank > 0:
+        raise ValueError(f"{checkpoint} holds full weights (a run without LoRA) but lora_rank={settings.lora_rank}: "
+                         "set AZR_LORA_RANK=0 to resume it, or start a new run for LoRA")
+    source = base_for_restore(checkpoint, settings, model_dir) if adapters else checkpoint
+    model, tokenizer = load_model_and_tokenizer(source)
     state = load_trainer_state(checkpoint, mmap=ranks is not None)
-    trainer = build_trainer(model, tokenizer, settings, ranks, step=state.step, policy_version=state.policy_version)
+    trainer = build_trainer(model, tokenizer, settings, ranks, step=state.step, policy_version=state.policy_version,
+                            base_dir=source)
+    if adapters:
+        load_adapters(trainer.model, checkpoint)
     load_optimizer_state(trainer.model, trainer.optimizer, state.optimizer, state.optimizer_layout,
                          sharded=ranks is not None)
     restore_rng(state.rng)
-    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=checkpoint,
-                        applied_episode_ids=state.applied_episode_ids, restored=True)
+    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=source,
+                        applied_episode_ids=state.applied_episode_ids, restored=True, checkpoint=checkpoint)
 
 
 def load_or_restore(run_dir: Path, model_dir: Path, settings: Settings,
                     ranks: RankInfo | None = None) -> LoadedPolicy:
     """Resume from the run's latest checkpoint when there is one, else start from the base model."""
-    return restore_trainer(run_dir, settings, ranks) or fresh_trainer(model_dir, settings, ranks)
+    return restore_trainer(run_dir, settings, ranks, model_dir) or fresh_trainer(model_dir, settings, ranks)
 
 
 def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: Settings, *, policy_version: int,

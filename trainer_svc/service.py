@@ -1,15 +1,15 @@
-"""The trainer loop over an EpisodeQueue: fill a batch, update, checkpoint, push, publish, then acknowledge.
+"""The distributed trainer loop over an EpisodeQueue: fill a batch, then run the update cycle on it
+(trainer_svc/update_cycle.py: update → push bf16 weights and publish → every k updates the full checkpoint → then
+acknowledge), while keeping every inference server on the current weights (trainer_svc/server_sync.py).
 
-Exactly-once application over an at-least-once queue:
-- A delivery is acknowledged only after the checkpoint containing its update is on disk and pushed, so a trainer
-  killed at any earlier point gets its episodes again and restarts from the previous checkpoint without them.
-- Each checkpoint stores the ids of the episodes applied since the one before; on restart those ids (they are in the
-  restored weights) are skipped when redelivered, which covers a kill between the checkpoint and the acknowledgement.
-- The applied-episode log (Redis SET / in-process set) is written after the checkpoint too, never before an update:
-  marking first (as the log's contract suggests) would lose an episode whose update died with an unsaved trainer.
-- Deliveries re-handed while waiting in the pool or awaiting a checkpoint are folded into the same episode.
-Stale episodes (policy version < current − max_staleness) and malformed ones are acknowledged and counted, with a
-log line saying why: they are deliberately not trained on, and redelivering them would change nothing.
+What this loop adds to the cycle:
+- Batches: B episodes of each (task type x role) group (`BatchPool`); extras wait for the next batch.
+- Deliveries re-handed while waiting in the pool or awaiting a checkpoint are folded into the same episode; those of
+  episodes already in a durable checkpoint are acknowledged as duplicates.
+- Stale episodes (policy version < current − max_staleness) and malformed ones are acknowledged and counted, with a
+  log line saying why: they are deliberately not trained on, and redelivering them would change nothing.
+- Between reads, every `server_check_every_s` seconds, each server's `/model_info` weight version is compared with
+  the current one and a server that is behind (restarted, or down during a push) gets the weights again.
 """
 
 from __future__ import annotations
@@ -18,37 +18,25 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from services.ports import EpisodeQueue, InferenceEngine
-from services.queues.contracts import AppliedEpisodeLog
+from services.ports import AppliedEpisodeLog, EpisodeQueue, InferenceEngine, MetricSink, PolicyVersionBoard
 from services.records import Episode
 from services.settings import Settings
 from trainer_svc.batch_pool import BatchPool
 from trainer_svc.batching import BatchError, check_episode
 from trainer_svc.prometheus_metrics import TrainerMetrics
 from trainer_svc.report import UpdateReport
-from trainer_svc.resume import LoadedPolicy, checkpoint_trainer
+from trainer_svc.resume import LoadedPolicy
+from trainer_svc.server_sync import ServerSync
 from trainer_svc.staleness import is_stale
-from trainer_svc.weight_push import VersionPublisher, push_weights
+from trainer_svc.update_cycle import Applied, ServiceCounters, UpdateCycle
+
+__all__ = ["METRICS_FILE", "ServiceCounters", "TrainerService"]
 
 log = logging.getLogger(__name__)
 
 METRICS_FILE = "trainer_metrics.jsonl"
-
-
-@dataclass
-class ServiceCounters:
-    """What the loop did with the deliveries it read."""
-
-    read: int = 0
-    updates: int = 0
-    checkpoints: int = 0
-    stale_dropped: int = 0
-    duplicates_skipped: int = 0
-    rejected: int = 0
-    acked: int = 0
 
 
 class TrainerService:
@@ -56,23 +44,24 @@ class TrainerService:
 
     def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
                  applied_log: AppliedEpisodeLog, run_dir: Path, engines: Sequence[InferenceEngine] = (),
-                 publish: VersionPublisher | None = None, consumer: str = "trainer", read_count: int = 64,
-                 metrics: TrainerMetrics | None = None) -> None:
+                 board: PolicyVersionBoard | None = None, consumer: str = "trainer", read_count: int = 64,
+                 metrics: TrainerMetrics | None = None, sinks: Sequence[MetricSink] = ()) -> None:
+        """`sinks`: also write every update's line there (TensorBoard, W&B), keys prefixed `trainer/`, step = the
+        trainer's step."""
         self.loaded = loaded
+        self.sinks = list(sinks)
+        self.last_applied: Applied | None = None  # the latest update: its report, pushed weights, checkpoint
         self.trainer = loaded.trainer
         self.settings = settings
         self.queue = queue
-        self.applied_log = applied_log
         self.run_dir = Path(run_dir)
-        self.engines = list(engines)
-        self.publish = publish
         self.consumer = consumer
         self.read_count = read_count
         self.pool = BatchPool(per_group=settings.batch_size)
         self.counters = ServiceCounters()
-        self._in_restored_weights = set(loaded.applied_episode_ids)
-        self._uncommitted: dict[str, Episode] = {}  # applied, not yet in a checkpoint
-        self._uncommitted_deliveries: list[str] = []
+        self.sync = ServerSync(engines, check_every_s=settings.server_check_every_s)
+        self.cycle = UpdateCycle(loaded=loaded, settings=settings, queue=queue, applied_log=applied_log,
+                                 run_dir=self.run_dir, sync=self.sync, board=board, counters=self.counters)
         self._stale_since_update = 0
         self._vocab_size = int(getattr(self.trainer.model.config, "vocab_size", 0) or 0)
         self.metrics = metrics
@@ -82,42 +71,39 @@ class TrainerService:
     # ------------------------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        """After a restore, serve and publish the restored checkpoint (a kill may have come before its push)."""
-        if self.loaded.restored:
-            push_weights(self.loaded.source, self.trainer.policy_version, self.engines, self.publish)
+        """Bring the board and the servers to the trainer's version (after a restore: its checkpoint's)."""
+        self.cycle.start()
 
     def run(self, *, max_updates: int | None = None, stop: threading.Event | None = None,
             block_s: float = 1.0) -> list[UpdateReport]:
-        """Loop until ``max_updates`` updates are committed or ``stop`` is set (checked between reads; an update in
-        progress finishes and is checkpointed first)."""
+        """Loop until ``max_updates`` updates are done or ``stop`` is set (checked between reads; an update in
+        progress finishes); then the updates not yet in a full checkpoint are committed."""
         self.start()
         reports: list[UpdateReport] = []
         while (max_updates is None or len(reports) < max_updates) and not (stop is not None and stop.is_set()):
             report = self.step(block_s=block_s)
             if report is not None:
                 reports.append(report)
-        if self._uncommitted:
-            self.commit()
+            self.sync.check()
+        self.cycle.commit()
         return reports
 
     # ------------------------------------------------------------------------------------------------ one step
 
-    def poll(self, block_s: float) -> int:
-        """Read one round of deliveries into the pool; returns how many deliveries came."""
-        deliveries = self.queue.read(self.consumer, self.read_count, block_s)
+    def poll(self, block_s: float, read_count: int | None = None) -> list[str]:
+        """Read one round of deliveries into the pool (applying the rules: duplicates, rejections, staleness);
+        returns the ids of the episodes delivered."""
+        deliveries = self.queue.read(self.consumer, read_count or self.read_count, block_s)
         ack_now: list[str] = []
         for delivery in deliveries:
             episode = delivery.episode
             self.counters.read += 1
             if episode.id in self.pool:
                 self.pool.add(episode, delivery.delivery_id)
-            elif episode.id in self._uncommitted:
-                self._uncommitted_deliveries.append(delivery.delivery_id)
-            elif episode.id in self._in_restored_weights or self.applied_log.was_applied(episode):
-                self.applied_log.mark_applied_many([episode])
-                self.counters.duplicates_skipped += 1
-                log.info("episode %s already applied; acknowledging redelivery %s", episode.id, delivery.delivery_id)
-                ack_now.append(delivery.delivery_id)
+            elif self.cycle.holds(episode.id):
+                self.cycle.hold_delivery(delivery.delivery_id)
+            elif self.cycle.already_applied(episode):
+                self.cycle.acknowledge_duplicate(episode, delivery.delivery_id)
             elif reason := self._rejection(episode):
                 self.counters.rejected += 1
                 log.error("episode %s rejected, not trained on: %s", episode.id, reason)
@@ -128,41 +114,48 @@ class TrainerService:
             else:
                 self.pool.add(episode, delivery.delivery_id)
         self._ack(ack_now)
-        return len(deliveries)
+        return [delivery.episode.id for delivery in deliveries]
 
     def step(self, block_s: float = 1.0) -> UpdateReport | None:
-        """Poll once; when every group has B episodes, train on them (and checkpoint when due). None otherwise."""
+        """Poll once; when every group has B episodes, run the cycle on them. None otherwise."""
         self.poll(block_s)
         batch = self.pool.take_batch()
         if batch is None:
             return None
-        report = self.trainer.update(batch.episodes, stale_dropped=self._stale_since_update)
-        self._stale_since_update = 0
-        self.counters.updates += 1
-        if self.metrics is not None:
-            self.metrics.observe_update(report)
-        for episode in batch.episodes:
-            self._uncommitted[episode.id] = episode
-        self._uncommitted_deliveries += batch.delivery_ids
-        checkpoint = None
-        if self.trainer.step % self.settings.checkpoint_every == 0:
-            checkpoint = self.commit()
-        self._write_metrics(report, checkpoint)
-        return report
+        return self._apply(batch.episodes, batch.delivery_ids)
 
-    def commit(self) -> Path:
-        """Checkpoint as the next policy version, push and publish it, record the applied ids, then acknowledge."""
-        version = self.trainer.policy_version + 1
-        path = checkpoint_trainer(self.loaded, self.run_dir, self.settings, policy_version=version,
-                                  applied_episode_ids=list(self._uncommitted))
-        self.counters.checkpoints += 1
-        push_weights(path, version, self.engines, self.publish)
-        self.applied_log.mark_applied_many(list(self._uncommitted.values()))
-        self._ack(self._uncommitted_deliveries)
-        self._uncommitted.clear()
-        self._uncommitted_deliveries = []
+    def train_on(self, episode_ids: set[str]) -> UpdateReport | None:
+        """The embedded profile's step-synchronous update: read until every one of `episode_ids` (one step's
+        episodes, already published) has been delivered, then train on those the rules let through, whatever their
+        count per group, in id order. None when none is left (all duplicates of applied ones, stale or rejected).
+        RuntimeError when the queue runs dry first: the step published fewer episodes than it said."""
+        seen: set[str] = set()
+        while not episode_ids <= seen:
+            delivered = self.poll(0.0, read_count=max(len(episode_ids), 1) * 2)
+            if not delivered:
+                missing = len(episode_ids - seen)
+                raise RuntimeError(f"the queue handed out {len(episode_ids) - missing} of the {len(episode_ids)} "
+                                   f"episodes the step published")
+            seen.update(delivered)
+        batch = self.pool.take(episode_ids)
+        if not batch.episodes:
+            return None
+        return self._apply(batch.episodes, batch.delivery_ids)
+
+    def _apply(self, episodes: list[Episode], delivery_ids: list[str]) -> UpdateReport:
+        """Run the update cycle on one batch; count, log and write the metrics line."""
+        applied = self.cycle.apply(episodes, delivery_ids, stale_dropped=self._stale_since_update)
+        self.last_applied = applied
+        self._stale_since_update = 0
+        if self.metrics is not None:
+            self.metrics.observe_update(applied.report)
         self._drop_stale_waiting()
-        return path
+        self._write_metrics(applied.report, applied.weights, applied.checkpoint)
+        return applied.report
+
+    def commit(self) -> Path | None:
+        """Write the full checkpoint now and acknowledge what it holds (also done when the loop ends)."""
+        return self.cycle.commit()
 
     # ------------------------------------------------------------------------------------------------ helpers
 
@@ -198,10 +191,15 @@ class TrainerService:
             self.queue.ack(delivery_ids)
             self.counters.acked += len(delivery_ids)
 
-    def _write_metrics(self, report: UpdateReport, checkpoint: Path | None) -> None:
+    def _write_metrics(self, report: UpdateReport, weights: Path, checkpoint: Path | None) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         line = report.model_dump(mode="json")
+        line["weights"] = str(weights)
         line["checkpoint"] = str(checkpoint) if checkpoint else None
         line["published_version"] = self.trainer.policy_version
         with open(self.run_dir / METRICS_FILE, "a") as fh:
             fh.write(json.dumps(line) + "\n")
+        if self.sinks:
+            prefixed = {"step": report.step, **{f"trainer/{key}": value for key, value in line.items()}}
+            for sink in self.sinks:
+                sink.write(prefixed)

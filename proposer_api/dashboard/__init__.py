@@ -1,2 +1,2 @@
 """The dashboard page's static parts (page.html, style.css, *.js), inlined into one self-contained page by
-`proposer_api.dashboard_route`; they are package data, read with importlib.resources."""
+`proposer_api.dashboard_routes`; they are package data, read with importlib.resources."""

@@ -2,7 +2,8 @@
 
 No I/O, no state. Shapes: B sequences, T response-token positions (right-padded), V vocabulary entries.
 
-Decisions, with evidence (paper = Zhao et al. 2025; reference = the authors' veRL code, /work/shared/reference):
+Decisions, with evidence (paper = Zhao et al. 2025; reference = the authors' veRL code,
+LeapLabTHU/Absolute-Zero-Reasoner):
 - Eq 6 "passable": a proposer response is *well formed* only if it follows the R1 template AND yields a valid task
   (paper §3.3: "only responses that produce valid triplets and pass the filtering stage are considered to be correctly
   formatted"); a well-formed proposal is always passable, so it earns its Eq 4 learnability reward, which is **0** when

@@ -6,12 +6,12 @@ answer text by the authors' rules (docs/reading-rules.md), whatever the format v
 the reward combines them (Eq 6, `objectives.propose_reward` / `solve_reward`).
 
 Extraction rules (regular expressions with DOTALL and IGNORECASE, applied to the answer text):
-- Deduction / abduction proposer (Figs 34, 35): the program is the FIRST fenced block ```` ```(?:python\\s*)?\\n?(.*?)\\n?``` ````
-  (a tag other than `python` is not skipped: an ```input block written before the code is taken for the code and
-  has no `def`); the input is the first ```input block, else the first `# Input:` line. The program must contain a
-  `def name(` (any indentation) and, with `reject_multiple_functions` (the authors' setting for Qwen models, our
-  default), exactly one; a single function not named `f` is renamed to `f`, its calls too (`\\bname\\s*(`).
-  Nothing else in the program changes (self-play programs are stored unaltered, §3.3.1).
+- Deduction / abduction proposer (Figs 34, 35): the program is the FIRST fenced block
+  ```` ```(?:python\\s*)?\\n?(.*?)\\n?``` ```` (a tag other than `python` is not skipped: an ```input block written
+  before the code is taken for the code and has no `def`); the input is the first ```input block, else the first
+  `# Input:` line. The program must contain a `def name(` (any indentation) and, with `reject_multiple_functions` (the
+  authors' setting for Qwen models, our default), exactly one; a single function not named `f` is renamed to `f`, its
+  calls too (`\\bname\\s*(`). Nothing else in the program changes (self-play programs are stored unaltered, §3.3.1).
 - Induction proposer (Fig 36): every ```input block, stripped; at least N of them, the LAST N kept; the message is
   the first ```message block, else `<message>...</message>`, else a `# Message:` line.
 - Deduction / abduction solver (Figs 38, 37): the LAST match of the first rule that matches among ```output
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Union
 
 from services.algorithm.prompts import DEFAULT_NUM_INPUTS
 from services.algorithm.response_format import (
@@ -128,7 +127,7 @@ class InductionSolution:
     program: str
 
 
-Extracted = Union[ProgramProposal, InductionProposal, DeductionSolution, AbductionSolution, InductionSolution]
+Extracted = ProgramProposal | InductionProposal | DeductionSolution | AbductionSolution | InductionSolution
 
 
 @dataclass(frozen=True)
@@ -234,9 +233,11 @@ def read_response(task_type: TaskType, role: Role, response: str, *, num_inputs:
     generation = read_generation(response)
     result = extract(task_type, role, generation.answer, num_inputs=num_inputs,
                      reject_multiple_functions=reject_multiple_functions)
-    failed = result if isinstance(result, ParseFailed) else None
-    return Reading(task_type=TaskType(task_type), role=Role(role), generation=generation,
-                   extracted=None if failed else result, extraction_failure=failed)  # type: ignore[arg-type]
+    if isinstance(result, ParseFailed):
+        return Reading(task_type=TaskType(task_type), role=Role(role), generation=generation, extracted=None,
+                       extraction_failure=result)
+    return Reading(task_type=TaskType(task_type), role=Role(role), generation=generation, extracted=result,
+                   extraction_failure=None)
 
 
 def learnability_answer(task_type: TaskType, response: str) -> str | None:

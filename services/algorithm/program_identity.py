@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from services.algorithm import thread_safe_ast
 
@@ -48,7 +48,8 @@ def normalise_program(source: str) -> str:
 
 
 def normalise_arguments(source: str) -> str:
-    """Argument source text (`'a', 2` as in `f('a', 2)`) printed back by `ast.unparse` (stripped text if it does not parse)."""
+    """Argument source text (`'a', 2` as in `f('a', 2)`) printed back by `ast.unparse` (stripped text if it does not
+    parse)."""
     try:
         call = thread_safe_ast.parse(f"f({source})", mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -2,7 +2,7 @@
 
 Wording is the paper's, character for character. The paper's text is a PDF extraction that lost whitespace
 (indentation, some spaces: "Output{NUM_INPUTS}Inputs", "'John',{{'age'"), so line breaks and indentation follow the
-authors' code (data_construction/prompts.py, /work/shared/reference/azr_reference_code.md §3.2-3.3), which renders
+authors' code (data_construction/prompts.py), which renders
 the same words. `tests/services/algorithm/test_prompts.py` compares every template with the paper's figure, whitespace
 aside, so any drift in wording fails.
 

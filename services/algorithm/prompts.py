@@ -1,7 +1,7 @@
 """Prompt rendering for the six (task type x role) groups and the R1 wrapper (paper Figs 33-39). Pure: no I/O.
 
 The texts live in `prompt_texts.py`; this module fills their placeholders. Choices where the paper is silent follow
-the authors' code (data_construction/prompts.py; /work/shared/reference/azr_reference_code.md §3):
+the authors' code (data_construction/prompts.py in LeapLabTHU/Absolute-Zero-Reasoner):
 - {LIST_OF_FORBIDDEN_PACKAGES} (Figs 34, 35) is the Fig 8 list joined with ", " in the paper's order, after the
   template's ": " (the authors' `', '.join(banned_keywords)`).
 - {CODE_REFERENCES_FROM_BUFFER} (Figs 34, 35): each of the K references, numbered from 0, as
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 from services.algorithm.prompt_texts import (
     ABDUCTION_PROPOSER_TEMPLATE,
@@ -30,13 +29,12 @@ from services.algorithm.prompt_texts import (
     R1_TEMPLATE,
 )
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES, TaskType
+from services.ports.prompting import InductionPuzzle, ReferenceSnippet
 
 __all__ = [
     "DEFAULT_NUM_INPUTS",
     "INDUCTION_CALL_SITE",
     "R1_SYSTEM_INSTRUCTION",
-    "InductionPuzzle",
-    "ReferenceSnippet",
     "ReferenceTriplet",
     "abduction_proposer_prompt",
     "abduction_solver_prompt",
@@ -59,31 +57,6 @@ DEFAULT_NUM_INPUTS = 10
 
 INDUCTION_CALL_SITE = f"{ENTRY_FUNCTION}(<|YOUR INPUT WILL BE PLUGGED HERE|>)"
 """Line appended to the Fig 36 snippet (the authors' `code_suffix`), showing where each proposed input goes."""
-
-
-@runtime_checkable
-class ReferenceSnippet(Protocol):
-    """A (program, input, output) triplet as prompts show it. `services.records.Triplet` satisfies it."""
-
-    @property
-    def program(self) -> str: ...
-
-    @property
-    def input(self) -> str: ...
-
-    @property
-    def output(self) -> str: ...
-
-
-@runtime_checkable
-class InductionPuzzle(Protocol):
-    """What the induction solver is shown. `services.records.InductionTask` satisfies it (its split is N//2)."""
-
-    @property
-    def given_pairs(self) -> list[tuple[str, str]]: ...
-
-    @property
-    def message(self) -> str: ...
 
 
 @dataclass(frozen=True)

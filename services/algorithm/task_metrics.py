@@ -3,7 +3,8 @@
 The coordinator calls `task_metrics` for every valid proposal and logs `aggregate_task_metrics` of a step. Nothing
 here does I/O or runs the program; `AnswerHistory` is the only state (the coordinator owns one).
 
-Metrics and decisions (paper = Zhao et al. 2025; reference = the authors' code, /work/shared/reference §4.2):
+Metrics and decisions (paper = Zhao et al. 2025; reference = the authors' code, LeapLabTHU/Absolute-Zero-Reasoner,
+rewards/code_reward.py):
 - Cognitive complexity: `complexipy.code_complexity(program).complexity`, the whole file's score (module-level code
   counts too), raw. The reference logs it divided by 15; `complexity_score` gives that scale for plots like Fig 27.
 - Halstead: radon's `h_visit_ast` totals (volume, difficulty, effort, length, vocabulary), raw; radon counts only
@@ -114,7 +115,8 @@ def halstead_metrics(tree: ast.AST) -> dict[str, float | int]:
     }
 
 
-def ast_edit_distance(program: str, other: str, *, normalized: bool = False, max_nodes: int = DEFAULT_MAX_NODES) -> float:
+def ast_edit_distance(program: str, other: str, *, normalized: bool = False,
+                      max_nodes: int = DEFAULT_MAX_NODES) -> float:
     """Tree edit distance between two programs' ASTs (raises SyntaxError/ValueError if one does not parse)."""
     a, b = index_program(program), index_program(other)
     distance = tree_edit_distance(a, b, max_nodes=max_nodes)

@@ -1,4 +1,4 @@
-"""Task types, roles and the six (task type x role) groups of Absolute Zero (paper §3.2, Table 1 of DESIGN.md)."""
+"""Task types, roles and the six (task type x role) groups of Absolute Zero (paper §3.2; docs/design.md §1)."""
 
 from __future__ import annotations
 

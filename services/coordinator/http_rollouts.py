@@ -5,17 +5,18 @@ retried with backoff; anything else is raised with the API's reason."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from services.algorithm.task_types import TaskType
 from services.ports import SamplingParams
-from services.records import Proposal, SolveTask, Solution
-from services.rollouts.proposing import ProposeContext
-from services.rollouts.wire import (
+from services.records import Proposal, Solution, SolveTask
+from services.rollouts.http_schemas import (
     MAX_INSTRUCTIONS_PER_REQUEST,
     MAX_TASKS_PER_REQUEST,
     PromptTokensRequest,
@@ -26,6 +27,7 @@ from services.rollouts.wire import (
     SolveRequest,
     SolveResponse,
 )
+from services.rollouts.proposing import ProposeContext
 
 RETRYABLE_STATUS = {502, 503, 504}
 T = TypeVar("T")
@@ -36,7 +38,7 @@ class RolloutApiError(RuntimeError):
 
 
 class HttpRollouts:
-    """Rollouts over HTTP; implements services.coordinator.rollout_port.Rollouts."""
+    """Rollouts over HTTP; implements services.ports.Rollouts."""
 
     def __init__(self, proposer_url: str, solver_url: str, token: str, *, timeout_s: float = 3600.0,
                  retries: int = 4, backoff_s: float = 1.0, max_concurrent_requests: int = 16) -> None:
@@ -64,7 +66,7 @@ class HttpRollouts:
             return ProposeResponse.model_validate(body).proposals
 
         types = list(contexts)
-        return dict(zip(types, self._concurrently([lambda t=t: one(t) for t in types])))
+        return dict(zip(types, self._concurrently([functools.partial(one, t) for t in types])))
 
     def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
               sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
@@ -84,7 +86,7 @@ class HttpRollouts:
                                       f"{len(chunk)} tasks")
             return solutions
 
-        answers = self._concurrently([lambda t=t, c=c: one(t, c) for t, c in calls])
+        answers = self._concurrently([functools.partial(one, t, c) for t, c in calls])
         out: dict[TaskType, list[list[Solution]]] = {task_type: [] for task_type in tasks}
         for (task_type, _), groups in zip(calls, answers):
             out[task_type] += groups

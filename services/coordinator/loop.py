@@ -15,51 +15,18 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any
 
 from services.coordinator.seeding import seed_buffers
 from services.coordinator.step import SelfPlayStep, StepConfig, StepResult
 from services.coordinator.step_metrics import MetricsLog
-from services.records import Episode
+from services.ports import PolicyUpdater, PolicyVersionBoard, StepEvaluation, StepStore
 
 Progress = Callable[[str], None]
 StepObserver = Callable[[dict[str, Any]], None]
 """Called with each finished step's metrics line (e.g. CoordinatorMetrics.observe_step for Prometheus)."""
-
-
-class PolicyUpdater(Protocol):
-    """The in-process trainer: one TRR++ update on a step's episodes, checkpoint, push; returns its report."""
-
-    def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
-        """Returns at least `policy_version` (after the update); may add loss, timings, checkpoint path."""
-
-
-class StepEvaluation(Protocol):
-    """A benchmark run after some steps (services.evaluation.periodic.PeriodicEvaluation: CRUXEval-O/-I)."""
-
-    def due(self, step: int) -> bool:
-        """Whether `step` ends with an evaluation."""
-
-    def evaluate(self, step: int) -> dict[str, Any]:
-        """Evaluate the policy now; the entries join the step's metrics line (`eval/...`, `time/eval`)."""
-
-
-class PolicyVersionSource(Protocol):
-    """Where the distributed coordinator reads the trainer's published policy version."""
-
-    def current(self) -> int:
-        """The latest published policy version (0 before any update)."""
-
-
-class StepStore(Protocol):
-    """The part of the store the loop needs besides the TripletStore port."""
-
-    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None: ...
-
-    def list_steps(self, run_id: str) -> Sequence[Any]: ...
-
-    def record_episodes(self, episodes: Sequence[Episode]) -> int: ...
 
 
 @dataclass
@@ -70,14 +37,15 @@ class LoopOptions:
     seed_max_rounds: int
     max_staleness: int
     version_wait_s: float = 3600.0  # distributed: longest wait for the trainer before giving up
+    version_log_every_s: float = 10.0  # distributed: how often a wait for the trainer says what it waits for
 
 
 class SelfPlayLoop:
     """Runs seeding and steps; `request_stop()` (e.g. from a SIGINT handler) ends it at the next step boundary."""
 
-    def __init__(self, *, run_id: str, step_runner: SelfPlayStep, store: Any, metrics: MetricsLog,
+    def __init__(self, *, run_id: str, step_runner: SelfPlayStep, store: StepStore, metrics: MetricsLog,
                  options: LoopOptions, updater: PolicyUpdater | None = None,
-                 versions: PolicyVersionSource | None = None, progress: Progress | None = None,
+                 versions: PolicyVersionBoard | None = None, progress: Progress | None = None,
                  on_step: StepObserver | None = None, evaluation: StepEvaluation | None = None) -> None:
         if (updater is None) == (versions is None):
             raise ValueError("give exactly one of updater (embedded) or versions (distributed)")
@@ -123,7 +91,7 @@ class SelfPlayLoop:
                 self.say(f"stop requested: ending before step {step}")
                 break
             waited = time.perf_counter()
-            self._wait_for_policy(step)
+            self.wait_for_policy(step)
             self.policy_wait_s = time.perf_counter() - waited
             self.say(f"step {step}: propose → validate → solve (policy v{self.policy_version})")
             result = self.step_runner.run(step, self.policy_version, random.Random(f"{self.options.seed}:{step}"))
@@ -145,14 +113,26 @@ class SelfPlayLoop:
                                "every task type and role. Import seeds (AZR_SEED_FILES, `azr seeds import`, "
                                "POST /v1/seeds) or raise AZR_SEED_MAX_ROUNDS")
 
-    def _wait_for_policy(self, step: int) -> None:
+    def wait_for_policy(self, step: int) -> None:
+        """Distributed: block until the published policy version is at least step − 1 − max_staleness, saying what
+        it waits for when it starts waiting and every `version_log_every_s` seconds after (never silently: a trainer
+        that is down, or a batch that cannot fill, shows up here first)."""
         if self.versions is None:
             return
         needed = step - 1 - self.options.max_staleness
-        deadline = time.monotonic() + self.options.version_wait_s
+        started = time.monotonic()
+        deadline = started + self.options.version_wait_s
+        next_report = started
         while (current := self.versions.current()) < needed:
-            if self.stop_requested or time.monotonic() > deadline:
-                raise TimeoutError(f"the trainer has not published policy version {needed} (at {current})")
+            now = time.monotonic()
+            if self.stop_requested or now > deadline:
+                raise TimeoutError(f"the trainer has not published policy version {needed} (at {current}) after "
+                                   f"{now - started:.0f} s")
+            if now >= next_report:
+                self.say(f"step {step}: waiting for the trainer to publish policy version {needed} (step − 1 − max "
+                         f"staleness {self.options.max_staleness}); published: {current}; waited {now - started:.0f} s"
+                         f" of at most {self.options.version_wait_s:.0f} s")
+                next_report = now + self.options.version_log_every_s
             time.sleep(0.5)
         self.policy_version = current
 

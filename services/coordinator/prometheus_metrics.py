@@ -11,7 +11,8 @@ solve group) has its series removed rather than left at an older step's value.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily

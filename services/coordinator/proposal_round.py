@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Collection, Sequence
 
 from services.algorithm.task_types import TaskType
-from services.coordinator.rollout_port import Rollouts
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer
-from services.ports import BufferEntry, CodeExecutor, TripletStore
+from services.ports import BufferEntry, CodeExecutor, Rollouts, TripletStore
 from services.records import InductionTask, Proposal, SolveTask, TripletSource
 from services.rollouts.proposing import ProposeContext, proposer_instruction
 from services.rollouts.solving import solver_instruction

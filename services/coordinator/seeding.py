@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from services.algorithm.task_types import TaskType
 from services.coordinator.proposal_round import ProposalRound
-from services.coordinator.rollout_port import Rollouts
 from services.coordinator.step_config import StepConfig
 from services.coordinator.step_metrics import PhaseTimer
-from services.ports import CodeExecutor, TripletStore
+from services.ports import CodeExecutor, Rollouts, TripletStore
 from services.records import Triplet, TripletSource
 
 ProgressCallback = Callable[[str], None]
@@ -65,8 +65,9 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
         rounds = 0
         while store.count(TaskType.INDUCTION) < target and rounds < max_rounds:
             rounds += 1
-            _, futures, _ = round_.generate((TaskType.INDUCTION,), config.batch_size, rng, step=0,
-                                            policy_version=policy_version, source=TripletSource.SEED)[TaskType.INDUCTION]
+            generated = round_.generate((TaskType.INDUCTION,), config.batch_size, rng, step=0,
+                                        policy_version=policy_version, source=TripletSource.SEED)
+            _, futures, _ = generated[TaskType.INDUCTION]
             _, entries, _ = round_.store_valid(futures)
             say(_round_line("D_ind", rounds, max_rounds, f"D_ind {store.count(TaskType.INDUCTION)} of {target}",
                             len(entries), len(futures), began))

@@ -17,20 +17,20 @@ ids, and the trainer applies each id once.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection
+from typing import Any
 
 from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.parsing import learnability_answer
 from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
 from services.algorithm.task_types import Role, TaskType
 from services.coordinator.proposal_round import ProposalRound
-from services.coordinator.rollout_port import Rollouts
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
-from services.ports import BufferEntry, CodeExecutor, EpisodeQueue, SamplingParams, TripletStore
-from services.records import Episode, InductionTask, SolveTask, Solution, TripletSource
+from services.ports import BufferEntry, CodeExecutor, EpisodeQueue, Rollouts, SamplingParams, TripletStore
+from services.records import Episode, InductionTask, Solution, SolveTask, TripletSource
 from services.rollouts.proposing import ProposeContext
 from services.rollouts.solving import check_solution, solve_task_from_entry
 from services.rollouts.validation import ValidatedProposal
@@ -161,9 +161,9 @@ class SelfPlayStep:
 
     def _unsolvable(self, round_: ProposalRound, task_type: TaskType, verdicts: list[ValidatedProposal]) -> set[int]:
         """Indices of valid proposals whose solver prompt is over the limit."""
-        indices = [i for i, v in enumerate(verdicts) if v.entry is not None]
-        fits = round_.fitting_tasks(task_type, [solve_task_from_entry(verdicts[i].entry) for i in indices])
-        return {index for index, ok in zip(indices, fits) if not ok}
+        valid = [(i, v.entry) for i, v in enumerate(verdicts) if v.entry is not None]
+        fits = round_.fitting_tasks(task_type, [solve_task_from_entry(entry) for _, entry in valid])
+        return {index for (index, _), ok in zip(valid, fits) if not ok}
 
     @staticmethod
     def _fitting_batch(round_: ProposalRound, task_type: TaskType, tasks: list[SolveTask],
@@ -184,8 +184,9 @@ class SelfPlayStep:
         return {t: [[self.pool.submit(check_solution, self.executor, t, task, solution) for solution in group]
                     for task, group in zip(batches[t], groups.get(t, []))] for t in batches}
 
-    def _learnability_checks(self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams,
-                             timer: PhaseTimer) -> dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]]:
+    def _learnability_checks(
+        self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams, timer: PhaseTimer
+    ) -> dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]]:
         """n samples per proposal (by index) of every type, from one generation call, each checked on its answer
         whatever its format; a sample whose answer repeats an earlier sample's of the same task shares that check
         (the authors' answer cache)."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from services.algorithm.prompts import ReferenceTriplet
 from services.ports import SamplingParams
 from services.records import Triplet
+from services.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class StepConfig:
     max_prompt_tokens: int = 0  # 0: prompts are not length-checked
 
     @classmethod
-    def from_settings(cls, settings: Any) -> StepConfig:
+    def from_settings(cls, settings: Settings) -> StepConfig:
         return cls(batch_size=settings.batch_size, references_k=settings.references_k,
                    learnability_samples=settings.learnability_samples, induction_inputs=settings.induction_inputs,
                    max_response_tokens=settings.max_response_tokens, temperature=settings.temperature,

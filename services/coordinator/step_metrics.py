@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from services.records import Episode
+
+if TYPE_CHECKING:
+    from services.ports import MetricSink
 
 
 class PhaseTimer:
     """Wall time per phase (generation, executor, store_queue, training); what is left of the step is `other`."""
 
     def __init__(self) -> None:
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.started = time.perf_counter()
 
     @contextmanager
@@ -69,16 +73,25 @@ def counts(prefix: str, values: Sequence[str | None]) -> dict[str, int]:
 
 
 class MetricsLog:
-    """Appends one JSON line per step to `<run_dir>/metrics.jsonl` (flushed and fsynced: a crash loses no step)."""
+    """Appends one JSON line per step to `<run_dir>/metrics.jsonl` (flushed and fsynced: a crash loses no step), then
+    hands the line to `sinks` (TensorBoard, W&B: services/reporting/metric_sinks.py)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sinks: Sequence[MetricSink] = ()) -> None:
         self.path = path
+        self.sinks = list(sinks)
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, metrics: dict[str, Any]) -> None:
         with self.path.open("a") as stream:
             stream.write(json.dumps(metrics, sort_keys=True) + "\n")
             stream.flush()
+        for sink in self.sinks:
+            sink.write(metrics)
+
+    def close(self) -> None:
+        """Close the sinks (flush TensorBoard's file, finish a W&B run)."""
+        for sink in self.sinks:
+            sink.close()
 
     def read(self) -> list[dict[str, Any]]:
         """Every line written so far (for plots, resume and tests)."""

@@ -6,5 +6,5 @@ abduction solver task, asked with our solver prompts (Figs 37-38) and judged by 
 - `runner`: greedy generation through a coordinator `Rollouts` port and checks through a `CodeExecutor`.
 - `periodic`: the coordinator's every-k-steps evaluation (settings `eval_every_steps`, `eval_limit`, `eval_data`).
 
-`azr eval cruxeval` (services/cli/eval_cmd.py) runs it from the command line.
+`azr eval cruxeval` (azr/cli/eval_cmd.py) runs it from the command line.
 """

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.algorithm.task_types import TaskType
-from services.records import SolveTask, Solution
+from services.records import Solution, SolveTask
 
 
 class Split(StrEnum):

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.coordinator.rollout_port import Rollouts
 from services.evaluation.cruxeval import CruxRow, Split, metrics_keys
 from services.evaluation.dataset import load_rows
 from services.evaluation.runner import Progress, run_cruxeval
-from services.ports import CodeExecutor
+from services.ports import CodeExecutor, Rollouts
+from services.settings import Settings
 
 EVAL_CHUNK_TASKS = 64
 """Tasks per solve call: one HTTP request's worth in the distributed profile (the local engine batches further)."""
@@ -43,7 +43,7 @@ class PeriodicEvaluation:
         self.say = progress or (lambda _message: None)
 
     @classmethod
-    def from_settings(cls, settings: Any, rollouts: Rollouts, executor: CodeExecutor,
+    def from_settings(cls, settings: Settings, rollouts: Rollouts, executor: CodeExecutor,
                       progress: Progress | None = None) -> PeriodicEvaluation | None:
         """None when `eval_every_steps` is 0; otherwise reads `eval_data` now, so a missing or malformed file
         stops the coordinator at start (EvalDataError naming the line), not k steps later."""

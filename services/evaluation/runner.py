@@ -1,6 +1,6 @@
 """Running CRUXEval on a policy: greedy generation through a `Rollouts` port, answers judged by a `CodeExecutor`.
 
-The generation goes through the coordinator's rollout port (services/coordinator/rollout_port.py) and so through
+The generation goes through the coordinator's rollout port (services/ports/rollouts.py) and so through
 the same code self-play's solver uses: `services.rollouts.solving.solve` builds the Fig 37/38 prompts and parses
 the R1 response, in this process (EngineRollouts) or behind `POST /v1/solve` (HttpRollouts). Every parsed answer
 is checked by `check_solution`, the check that gives the solver its reward.
@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from services.coordinator.rollout_port import Rollouts, greedy_sampling
 from services.evaluation.cruxeval import (
     SPLIT_LABEL,
     SPLIT_TASK_TYPE,
@@ -29,7 +28,7 @@ from services.evaluation.cruxeval import (
     score,
     solve_task,
 )
-from services.ports import CodeExecutor
+from services.ports import CodeExecutor, Rollouts, greedy_sampling
 from services.records import Solution
 from services.rollouts.solving import check_solution, checked_or_fault
 

@@ -14,11 +14,15 @@ server loads, so the ids it sends are exactly the ids the server would have made
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from services.algorithm.prompts import r1_chat_messages, render_r1_prompt
 from services.algorithm.response_format import THINK_OPEN
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 PromptForm = Literal["chat", "plain"]
 
@@ -26,12 +30,12 @@ PromptForm = Literal["chat", "plain"]
 class PromptCodec:
     """Turns task instructions into prompt token ids and token ids back into text for one tokenizer."""
 
-    def __init__(self, tokenizer: object) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Wrap a loaded `transformers` tokenizer (fast or slow)."""
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_model_dir(cls, model_dir: str | Path) -> "PromptCodec":
+    def from_model_dir(cls, model_dir: str | Path) -> PromptCodec:
         """Load the tokenizer saved in an HF model directory (local files only: nothing is downloaded)."""
         from transformers import AutoTokenizer
 
@@ -45,8 +49,9 @@ class PromptCodec:
     def prompt_text(self, instruction: str) -> str:
         """The full prompt text the model sees for a task instruction (chat template applied when there is one)."""
         if self.form == "chat":
-            opened = self.tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+            opened = self.tokenizer.apply_chat_template(
                 r1_chat_messages(instruction), tokenize=False, add_generation_prompt=True)
+            assert isinstance(opened, str)  # tokenize=False: the rendered text
             return opened + THINK_OPEN
         return render_r1_prompt(instruction)
 
@@ -57,11 +62,13 @@ class PromptCodec:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of raw text, without adding special tokens."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])  # type: ignore[operator]
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Text of token ids with special tokens (EOS, chat markers, padding) dropped."""
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)  # type: ignore[attr-defined]
+        text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence of ids: one text
+        return text
 
     def eos_token_ids(self) -> set[int]:
         """Ids that end a sample: the tokenizer's EOS token (the model's generation config may add more)."""

@@ -13,8 +13,9 @@ Output conventions, matching SGLang's `/generate`:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import torch
 
@@ -104,6 +105,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     live = list(range(len(samples)))  # sample index of each batch row
     sampled = 0
     step_positions = positions[:, -1:]
+    tokens = input_ids.new_empty(0)  # each step's chosen tokens, fed to the next step (step 0 has its logits already)
     for step in range(spec.max_new_tokens):
         if abort is not None and abort.is_set():
             break
@@ -126,8 +128,9 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
             else:
                 keep.append(row)
         if on_step is not None:
+            last = step + 1 == spec.max_new_tokens  # rows still going now end at the length limit
             on_step(DecodeProgress(step=step + 1, max_new_tokens=spec.max_new_tokens, rows=len(samples),
-                                   live=len(keep), tokens=sampled))
+                                   live=0 if last else len(keep), tokens=sampled))
         if not keep:
             live = []
             break
@@ -138,7 +141,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
             live = [live[row] for row in keep]
         mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=device)], dim=-1)
         step_positions = step_positions + 1
-    unfinished = "abort" if abort is not None and abort.is_set() else "length"
+    unfinished: FinishReason = "abort" if abort is not None and abort.is_set() else "length"
     for row in live:
         samples[row].finish_reason = unfinished if len(samples[row].output_ids) < spec.max_new_tokens else "length"
     for sample in samples:

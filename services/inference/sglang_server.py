@@ -1,4 +1,4 @@
-"""`azr serve inference`: an HTTP server speaking SGLang's native wire format (the DESIGN.md §6 subset) over the
+"""`azr serve inference`: an HTTP server speaking SGLang's native wire format (the docs/design.md §6 subset) over the
 local transformers engine.
 
 It lets the distributed profile run where SGLang cannot (CPU machines) and is what `SGLangClient` is tested against
@@ -7,25 +7,30 @@ over real HTTP. Routes: `POST /generate`, `POST /update_weights_from_disk`, `POS
 generation; 503 while paused or updating), `GET /healthz` (alive). Malformed requests get 400 with SGLang's error
 shape `{"object": "error", "message", "type": "BadRequest", "code": 400}`.
 
+Admin key (SGLang's `--admin-api-key`; here `admin_api_key`, from AZR_SGLANG_ADMIN_API_KEY): when set, the control
+endpoints (`/pause_generation`, `/update_weights_from_disk`, `/continue_generation`) answer 401 unless the request
+carries `Authorization: Bearer <key>`; `/generate`, `/model_info` and the health routes stay open, as in SGLang.
+
 Limits: no streaming, no constrained decoding, one batch at a time (the engine's lock serialises requests; SGLang
 would batch them continuously).
 """
 
 from __future__ import annotations
 
+import hmac
 import uuid
-from typing import Sequence
+from collections.abc import Sequence
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from services.inference.decoding import RawSample
 from services.inference.generation_gate import GenerationGate
-from services.inference.sampling import sample_seeds
 from services.inference.local_engine import LocalEngine
-from services.inference.sglang_wire import (
+from services.inference.sampling import sample_seeds
+from services.inference.sglang_schemas import (
     SGLANG_SAMPLING_FIELDS,
     ContinueGenerationRequest,
     FinishReason,
@@ -77,7 +82,7 @@ def prompt_batch(request: GenerateRequest, engine: LocalEngine) -> tuple[list[li
     else:
         ids = request.input_ids or []
         batched = bool(ids) and isinstance(ids[0], list)
-        prompts = [list(p) for p in ids] if batched else [list(ids)]  # type: ignore[arg-type]
+        prompts = [list(p) for p in ids] if batched else [list(ids)]  # type: ignore[arg-type]  # batched: list of lists
     if not prompts or any(len(p) == 0 for p in prompts):
         raise BadRequest("every prompt needs at least one token")
     vocab = engine.vocab_size
@@ -102,11 +107,38 @@ def items_of(samples: Sequence[RawSample], prompt_len: int, version: str, logpro
     return items
 
 
-def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None) -> FastAPI:
-    """The FastAPI app over `engine`. `pause_wait_s`: how long a generation waits while paused (None: forever)."""
+class AdminKeyRefused(Exception):
+    """A control endpoint was called without the admin key the server was started with."""
+
+
+def admin_guard(admin_api_key: str | None):  # noqa: ANN201 - a FastAPI dependency
+    """A dependency that refuses a request (401) unless it carries `Authorization: Bearer <admin_api_key>`; lets
+    everything through when the server has no key."""
+    expected = f"Bearer {admin_api_key}".encode() if admin_api_key else None
+
+    def check(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise AdminKeyRefused()
+
+    return check
+
+
+def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
+                         admin_api_key: str | None = None) -> FastAPI:
+    """The FastAPI app over `engine`. `pause_wait_s`: how long a generation waits while paused (None: forever);
+    `admin_api_key`: required on the control endpoints when set (None or empty: open, as SGLang without the flag)."""
     app = FastAPI(title="azr inference (SGLang wire format)", version="1")
     gate = GenerationGate()
     app.state.engine, app.state.gate = engine, gate
+    admin = [Depends(admin_guard(admin_api_key))]
+
+    @app.exception_handler(AdminKeyRefused)
+    async def _refused(_: Request, __: AdminKeyRefused) -> JSONResponse:
+        return JSONResponse({"object": "error", "message": "Unauthorized: this endpoint needs the admin API key",
+                             "type": "Unauthorized", "code": 401}, status_code=401)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -150,7 +182,7 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None)
             return JSONResponse(items)
         return JSONResponse(items[0])
 
-    @app.post("/update_weights_from_disk")
+    @app.post("/update_weights_from_disk", dependencies=admin)
     def update_weights_from_disk(request: UpdateWeightsFromDiskRequest) -> JSONResponse:
         """Load a checkpoint directory and serve it as `weight_version` (400 with success false on failure)."""
         drained = request.abort_all_requests and not gate.paused
@@ -158,6 +190,7 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None)
         try:
             with gate.updating():
                 version = request.weight_version if request.weight_version is not None else engine.weight_version()
+                # SGLang names a version by any string; the engine serves str(policy_version)
                 engine.update_weights(request.model_path, version)  # type: ignore[arg-type]
         except InferenceError as exc:
             body = UpdateWeightsFromDiskResponse(success=False, message=f"Failed to update weights: {exc}",
@@ -170,13 +203,13 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None)
         return JSONResponse(UpdateWeightsFromDiskResponse(success=True, message=message,
                                                           num_paused_requests=paused_requests).model_dump())
 
-    @app.post("/pause_generation")
+    @app.post("/pause_generation", dependencies=admin)
     def pause_generation(request: PauseGenerationRequest) -> dict[str, str]:
         """Hold new generations; `abort` mode also aborts running ones (they return finish_reason abort)."""
         gate.pause(request.mode)
         return {"message": "Generation paused successfully.", "status": "ok"}
 
-    @app.post("/continue_generation")
+    @app.post("/continue_generation", dependencies=admin)
     def continue_generation(_: ContinueGenerationRequest) -> dict[str, str]:
         """Let generations run again."""
         gate.resume()

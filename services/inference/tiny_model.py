@@ -61,11 +61,16 @@ def _cache_root() -> Path:
     return Path(os.environ.get("AZR_MODEL_CACHE", Path.home() / ".cache" / "azr" / "models"))
 
 
-def tiny_model_dir(cache_root: Path | None = None) -> Path:
-    """The tiny model's HF directory, building it on first use (seconds; atomic, so concurrent builds are safe)."""
+def tiny_model_path(cache_root: Path | None = None) -> Path:
+    """Where the tiny model's HF directory lives under the cache root (named by its recipe); built or not."""
     recipe = f"{TINY_MODEL_VERSION}:{VOCAB_SIZE}:{HIDDEN_SIZE}:{LAYERS}:{HEADS}:{KV_HEADS}:{INTERMEDIATE_SIZE}"
     digest = hashlib.sha256((recipe + "\0" + "\0".join(_corpus())).encode()).hexdigest()[:12]
-    target = (cache_root or _cache_root()) / f"tiny-v{TINY_MODEL_VERSION}-{digest}"
+    return (cache_root or _cache_root()) / f"tiny-v{TINY_MODEL_VERSION}-{digest}"
+
+
+def tiny_model_dir(cache_root: Path | None = None) -> Path:
+    """The tiny model's HF directory, building it on first use (seconds; atomic, so concurrent builds are safe)."""
+    target = tiny_model_path(cache_root)
     if (target / "config.json").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -96,13 +101,13 @@ def build_tiny_model(directory: Path) -> None:
                                    model_max_length=MAX_POSITIONS)
     fast.chat_template = CHAT_TEMPLATE
 
+    end_of_text, im_end = fast.convert_tokens_to_ids("<|endoftext|>"), fast.convert_tokens_to_ids("<|im_end|>")
+    assert isinstance(end_of_text, int) and isinstance(im_end, int)  # one token each: one id each
     config = Qwen2Config(
         vocab_size=len(fast), hidden_size=HIDDEN_SIZE, intermediate_size=INTERMEDIATE_SIZE,
         num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS,
         max_position_embeddings=MAX_POSITIONS, tie_word_embeddings=True,
-        bos_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=fast.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=end_of_text, eos_token_id=im_end, pad_token_id=end_of_text,
     )
     generator_state = torch.random.get_rng_state()
     try:

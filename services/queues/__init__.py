@@ -1,4 +1,5 @@
-"""Episode channels between the coordinator and the trainer (DESIGN.md §3), Redis or in-process, one contract.
+"""Episode channels between the coordinator and the trainer (docs/design.md §3), Redis or in-process, one contract
+(the ports in `services/ports/queues.py`).
 
 - `RedisEpisodeQueue` / `InProcessEpisodeQueue`: the `EpisodeQueue` port (at-least-once, acknowledged).
 - `RedisAppliedEpisodeLog` / `InProcessAppliedEpisodeLog`: the trainer's dedup of redelivered episodes by id.
@@ -7,19 +8,15 @@
 """
 
 from services.queues.applied_log import InProcessAppliedEpisodeLog, RedisAppliedEpisodeLog
-from services.queues.contracts import AppliedEpisodeLog, PolicyVersionBoard, PolicyVersionRegression
 from services.queues.factory import open_applied_episode_log, open_episode_queue, open_policy_version_board
 from services.queues.in_process import InProcessEpisodeQueue
 from services.queues.policy_version import InProcessPolicyVersionBoard, RedisPolicyVersionBoard
 from services.queues.redis_stream import RedisEpisodeQueue
 
 __all__ = [
-    "AppliedEpisodeLog",
     "InProcessAppliedEpisodeLog",
     "InProcessEpisodeQueue",
     "InProcessPolicyVersionBoard",
-    "PolicyVersionBoard",
-    "PolicyVersionRegression",
     "RedisAppliedEpisodeLog",
     "RedisEpisodeQueue",
     "RedisPolicyVersionBoard",

@@ -9,7 +9,7 @@ its set expired would not be detected, but it is by then far older than `max_sta
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import redis
 

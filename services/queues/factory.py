@@ -6,37 +6,37 @@ returned here, not call the factory twice.
 
 from __future__ import annotations
 
-from typing import Any
-
 import redis
 
-from services.ports import EpisodeQueue
+from services.ports import AppliedEpisodeLog, EpisodeQueue, PolicyVersionBoard
 from services.queues.applied_log import InProcessAppliedEpisodeLog, RedisAppliedEpisodeLog
-from services.queues.contracts import AppliedEpisodeLog, PolicyVersionBoard
 from services.queues.in_process import InProcessEpisodeQueue
 from services.queues.policy_version import InProcessPolicyVersionBoard, RedisPolicyVersionBoard
 from services.queues.redis_stream import RedisEpisodeQueue
+from services.settings import Settings
 
 
-def _client(settings: Any, redis_client: redis.Redis | None) -> redis.Redis:
+def _client(settings: Settings, redis_client: redis.Redis | None) -> redis.Redis:
     return redis_client if redis_client is not None else redis.Redis.from_url(settings.redis_url)
 
 
-def open_episode_queue(settings: Any, redis_client: redis.Redis | None = None) -> EpisodeQueue:
+def open_episode_queue(settings: Settings, redis_client: redis.Redis | None = None) -> EpisodeQueue:
     """The episode queue for `settings.queue_backend`, with `settings.episode_claim_after_s`."""
     if settings.queue_backend == "redis":
-        return RedisEpisodeQueue(_client(settings, redis_client), settings.run_id, claim_after_s=settings.episode_claim_after_s)
+        return RedisEpisodeQueue(_client(settings, redis_client), settings.run_id,
+                                 claim_after_s=settings.episode_claim_after_s)
     return InProcessEpisodeQueue(claim_after_s=settings.episode_claim_after_s)
 
 
-def open_applied_episode_log(settings: Any, redis_client: redis.Redis | None = None) -> AppliedEpisodeLog:
+def open_applied_episode_log(settings: Settings, redis_client: redis.Redis | None = None) -> AppliedEpisodeLog:
     """The trainer's applied-episode log for `settings.queue_backend`."""
     if settings.queue_backend == "redis":
-        return RedisAppliedEpisodeLog(_client(settings, redis_client), settings.run_id, ttl_s=settings.applied_log_ttl_s)
+        return RedisAppliedEpisodeLog(_client(settings, redis_client), settings.run_id,
+                                      ttl_s=settings.applied_log_ttl_s)
     return InProcessAppliedEpisodeLog()
 
 
-def open_policy_version_board(settings: Any, redis_client: redis.Redis | None = None) -> PolicyVersionBoard:
+def open_policy_version_board(settings: Settings, redis_client: redis.Redis | None = None) -> PolicyVersionBoard:
     """The policy-version board for `settings.queue_backend`."""
     if settings.queue_backend == "redis":
         return RedisPolicyVersionBoard(_client(settings, redis_client), settings.run_id)

@@ -11,8 +11,8 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from services.ports import Delivery
 from services.records import Episode
@@ -64,7 +64,8 @@ class InProcessEpisodeQueue:
                     self._leases[entry_id] = _Lease(consumer, now, 1)
                     taken.append(entry_id)
                 if taken or now >= deadline:
-                    return [Delivery(delivery_id=entry_id, episode=Episode.model_validate_json(self._payloads[entry_id]),
+                    return [Delivery(delivery_id=entry_id,
+                                     episode=Episode.model_validate_json(self._payloads[entry_id]),
                                      deliveries=self._leases[entry_id].deliveries) for entry_id in taken]
                 self._changed.wait(timeout=max(0.0, min(deadline, self._next_claim_due(deadline)) - now))
 
@@ -89,7 +90,7 @@ class InProcessEpisodeQueue:
             return len(self._new)
 
     def _reclaim(self, consumer: str, max_count: int, now: float) -> list[str]:
-        taken = []
+        taken: list[str] = []
         for entry_id, lease in self._leases.items():
             if len(taken) >= max_count:
                 break

@@ -2,6 +2,10 @@
 
 Redis: the key `azr:{run_id}:policy_version`, moved forward only (a Lua script compares and sets atomically), and a
 PUBLISH on the channel of the same name so listeners need not poll.
+
+The one way back is `rewind`: a trainer restored from its last full checkpoint (version K) after a crash had
+published versions past K whose updates were never checkpointed; those versions did not happen (their episodes are
+redelivered and applied again, making K+1, K+2, ... anew), so the board is set back to K before the trainer goes on.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import threading
 
 import redis
 
-from services.queues.contracts import PolicyVersionRegression, check_policy_version
+from services.ports import PolicyVersionRegression
 from services.queues.keys import policy_version_key
 
 _PUBLISH_FORWARD = """
@@ -25,6 +29,12 @@ if (not current) or proposed > tonumber(current) then
 end
 return {1, proposed}
 """
+
+
+def check_policy_version(version: int) -> None:
+    """Refuse negative or non-integer versions with a clear error."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"policy version must be a non-negative integer, got {version!r}")
 
 
 class RedisPolicyVersionBoard:
@@ -53,6 +63,16 @@ class RedisPolicyVersionBoard:
         value = self.redis.get(self.key)
         return int(value) if value is not None else 0
 
+    def rewind(self, version: int) -> int:
+        """Make `version` current even when an older one than the published (a trainer restored from its last full
+        checkpoint); announced on the channel like a publish."""
+        check_policy_version(version)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.set(self.key, version)
+        pipe.publish(self.key, version)
+        pipe.execute()
+        return version
+
 
 class InProcessPolicyVersionBoard:
     """PolicyVersionBoard as an attribute, for the embedded profile."""
@@ -74,3 +94,10 @@ class InProcessPolicyVersionBoard:
         """The published version, or 0 before any."""
         with self._lock:
             return self._version
+
+    def rewind(self, version: int) -> int:
+        """Make `version` current even when older than the published one (a trainer restored from a checkpoint)."""
+        check_policy_version(version)
+        with self._lock:
+            self._version = version
+            return version

@@ -15,7 +15,8 @@ the reason and the raw payload, then acknowledged and deleted: never silently dr
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 import redis
 from pydantic import ValidationError
@@ -29,9 +30,10 @@ EPISODE_FIELD = "episode"
 
 
 class RedisEpisodeQueue:
-    """EpisodeQueue over a Redis Stream with a consumer group (DESIGN.md §3)."""
+    """EpisodeQueue over a Redis Stream with a consumer group (docs/design.md §3)."""
 
-    def __init__(self, redis_client: redis.Redis, run_id: str, group: str = "trainer", claim_after_s: float = 60.0) -> None:
+    def __init__(self, redis_client: redis.Redis, run_id: str, group: str = "trainer",
+                 claim_after_s: float = 60.0) -> None:
         if claim_after_s <= 0:
             raise ValueError(f"claim_after_s must be positive, got {claim_after_s}")
         self.redis = redis_client
@@ -97,7 +99,7 @@ class RedisEpisodeQueue:
     # --- inspection --------------------------------------------------------------------------------------------------
     def dead_letters(self, limit: int = 100) -> list[dict[str, str]]:
         """The oldest dead-lettered entries: original id, reason, raw payload."""
-        entries = self.redis.xrange(self.dead_key, count=limit)
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], self.redis.xrange(self.dead_key, count=limit))
         return [{as_text(k): as_text(v) for k, v in fields.items()} for _entry_id, fields in entries]
 
     # --- internals ---------------------------------------------------------------------------------------------------
@@ -108,7 +110,8 @@ class RedisEpisodeQueue:
             return deliveries
         # Redis reads BLOCK 0 as "forever": only block when nothing was reclaimed and a positive wait was asked.
         block_ms = max(1, int(block_s * 1000)) if block_s > 0 and not deliveries else None
-        reply = self.redis.xreadgroup(self.group, consumer, {self.key: ">"}, count=wanted, block=block_ms)
+        # a synchronous client: a list of [stream, entries] (RESP2) or a dict of them (RESP3), or None on timeout
+        reply: Any = self.redis.xreadgroup(self.group, consumer, {self.key: ">"}, count=wanted, block=block_ms)
         streams = reply.items() if isinstance(reply, dict) else (reply or [])
         for _stream, entries in streams:
             for entry_id, fields in entries:
@@ -151,16 +154,19 @@ class RedisEpisodeQueue:
         try:
             episode = Episode.model_validate_json(payload)
         except ValidationError as error:
-            self._dead_letter(entry_id, decoded, f"not an Episode: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}")
+            first = error.errors()[0]
+            self._dead_letter(entry_id, decoded, f"not an Episode: {first['loc']}: {first['msg']}")
             return None
         if episode.schema_version != RECORD_SCHEMA_VERSION:
-            self._dead_letter(entry_id, decoded, f"schema_version {episode.schema_version}, this consumer reads {RECORD_SCHEMA_VERSION}")
+            self._dead_letter(entry_id, decoded,
+                              f"schema_version {episode.schema_version}, this consumer reads {RECORD_SCHEMA_VERSION}")
             return None
         return Delivery(delivery_id=entry_id, episode=episode, deliveries=deliveries)
 
     def _dead_letter(self, entry_id: str, fields: dict[str, str], reason: str) -> None:
         pipe = self.redis.pipeline(transaction=True)
-        pipe.xadd(self.dead_key, {"source_id": entry_id, "reason": reason, "payload": fields.get(EPISODE_FIELD, repr(fields))})
+        pipe.xadd(self.dead_key, {"source_id": entry_id, "reason": reason,
+                                  "payload": fields.get(EPISODE_FIELD, repr(fields))})
         pipe.xack(self.key, self.group, entry_id)
         pipe.xdel(self.key, entry_id)
         pipe.execute()

@@ -9,9 +9,9 @@ find it in the pixels).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure

@@ -9,7 +9,8 @@ and a program that takes that one down too (os._exit, a signal, killing its pare
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from services.execution import ExecStatus
 

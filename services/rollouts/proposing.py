@@ -6,8 +6,8 @@ the buffer, or given in an API request), so a proposal records exactly what its 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from services.algorithm.parsing import InductionProposal, ParseFailure, ProgramProposal, Reading, read_response
 from services.algorithm.prompts import ReferenceTriplet, proposer_prompt

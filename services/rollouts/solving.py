@@ -9,7 +9,7 @@ and the caller drops that sample, never scoring it (services/rollouts/executor_f
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from services.algorithm.parsing import (
     AbductionSolution,
@@ -22,7 +22,7 @@ from services.algorithm.prompts import ReferenceTriplet, induction_solver_prompt
 from services.algorithm.task_types import Role, TaskType
 from services.execution import CheckResult
 from services.ports import BufferEntry, CodeExecutor, Completion, InferenceEngine, SamplingParams
-from services.records import InductionTask, SolveTask, Solution
+from services.records import InductionTask, Solution, SolveTask
 from services.rollouts.executor_faults import with_fault_retry
 
 

@@ -9,14 +9,16 @@ never block the writer. Read transactions use a plain `BEGIN`: one consistent sn
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
 """How long a SQLite writer waits for the write lock before failing."""
@@ -67,7 +69,7 @@ def create_store_engine(database_url: str, *, pool_size: int = 5) -> Engine:
     raise ValueError(f"unsupported database {url.get_backend_name()!r}: use postgresql+psycopg:// or sqlite:///")
 
 
-def retry_on_disconnect(operation: Callable[..., T]) -> Callable[..., T]:
+def retry_on_disconnect(operation: Callable[P, T]) -> Callable[P, T]:
     """Run `operation` again, once, when it failed because its pooled connection had died (server restart).
 
     Safe for the store's operations: each is one transaction (rolled back when the connection died), and inserts
@@ -75,7 +77,7 @@ def retry_on_disconnect(operation: Callable[..., T]) -> Callable[..., T]:
     """
 
     @functools.wraps(operation)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return operation(*args, **kwargs)
         except DBAPIError as error:

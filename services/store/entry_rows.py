@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, Text, cast, func, or_
 
@@ -17,7 +18,7 @@ BufferEntry = Triplet | InductionTask
 
 def as_utc(moment: datetime) -> datetime:
     """SQLite returns naive datetimes; every stored time is UTC."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def triplet_row(triplet: Triplet) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def induction_row(task: InductionTask) -> dict[str, Any]:
     }
 
 
-def entry_from_row(row: Mapping[str, Any]) -> BufferEntry:
+def entry_from_row(row: Mapping[Any, Any]) -> BufferEntry:
     """The record a stored row holds, with `id` and `program_hash` filled in."""
     common = {
         "id": str(row["id"]),
@@ -99,7 +100,7 @@ def text_matches(text: str) -> ColumnElement[bool]:
     LIKE wildcards in `text` match themselves (autoescape). Both sides are lowered in SQL so PostgreSQL (whose LIKE
     is case-sensitive) and SQLite agree; NULL columns (e.g. `input` of induction rows) simply do not match."""
     needle = text.lower()
-    columns = [buffer_entries.c[name] for name in SEARCHED_COLUMNS]
+    columns: list[ColumnElement[Any]] = [buffer_entries.c[name] for name in SEARCHED_COLUMNS]
     columns += [cast(buffer_entries.c.inputs, Text), cast(buffer_entries.c.outputs, Text)]
     return or_(*(func.lower(column).contains(needle, autoescape=True) for column in columns))
 

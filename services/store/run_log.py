@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 
@@ -31,7 +32,7 @@ def _check_page(limit: int, offset: int) -> None:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class RunLog:
@@ -107,7 +108,8 @@ class RunLog:
         rows = [{"id": episode.id, "run_id": episode.run_id, "step": episode.step,
                  "task_type": episode.task_type.value, "role": episode.role.value,
                  "policy_version": episode.policy_version, "reward": episode.reward,
-                 "task_id": _indexed_task_id(episode), "payload": episode.model_dump(mode="json"), "created_at": _now()} for episode in unique]
+                 "task_id": _indexed_task_id(episode), "payload": episode.model_dump(mode="json"),
+                 "created_at": _now()} for episode in unique]
         statement = self._insert(episodes).on_conflict_do_nothing(index_elements=["id"]).returning(episodes.c.id)
         with self._writer.begin() as connection:
             self._ensure_runs(connection, [episode.run_id for episode in unique])

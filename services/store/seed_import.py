@@ -17,10 +17,9 @@ from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
-from services.ports import CodeExecutor
 from services.jsonl_rows import read_jsonl_rows
+from services.ports import CodeExecutor, TripletStore
 from services.records import RECORD_SCHEMA_VERSION, InductionTask, Triplet, TripletSource
-from services.store.sql_store import SqlTripletStore
 
 BufferChoice = Literal["auto", "deduction", "abduction", "induction"]
 
@@ -74,7 +73,7 @@ def _is_induction(row: dict[str, Any], buffer: BufferChoice) -> bool:
 
 def validate_seed_row(executor: CodeExecutor, line: int, row: dict[str, Any], buffer: BufferChoice) -> _Verdict:
     """Run one row through the executor; the entries it would add (one per target buffer) or its rejection."""
-    from executor_svc.static_check import check_program
+    from services.algorithm.static_check import check_program
 
     program = row.get("code", row.get("snippet"))
     if not isinstance(program, str):
@@ -104,7 +103,7 @@ def validate_seed_row(executor: CodeExecutor, line: int, row: dict[str, Any], bu
                 source=TripletSource.SEED) for target in targets])
 
 
-def import_seeds(path: Path, executor: CodeExecutor, store: SqlTripletStore, *, buffer: BufferChoice = "auto",
+def import_seeds(path: Path, executor: CodeExecutor, store: TripletStore, *, buffer: BufferChoice = "auto",
                  parallel: int = 4) -> SeedImportSummary:
     """Validate every row of `path` (`parallel` at a time) and store the valid ones, in file order, as seeds."""
     summary = SeedImportSummary(file=str(path))

@@ -10,7 +10,7 @@ steady state of training) sizes no longer change, and a K-sample is one round tr
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Engine, and_, bindparam, select
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from typing import Collection
+from collections.abc import Collection
 
 
 def distinct_slots(size: int, k: int, rng: random.Random) -> list[int]:

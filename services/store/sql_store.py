@@ -1,4 +1,4 @@
-"""`SqlTripletStore`: the three buffers (DESIGN.md §1, §2 items 5-6) over PostgreSQL or SQLite, plus the run log.
+"""`SqlTripletStore`: the three buffers (docs/design.md §1, §2 items 5-6) over PostgreSQL or SQLite, plus the run log.
 
 Writes to one buffer are serialised by a lock on its `buffer_sizes` row (SQLite: the database write lock), so
 de-duplication, dense slots and eviction stay correct with any number of writer processes; the UNIQUE
@@ -12,7 +12,8 @@ just those rows, with the buffer's size, in one statement (`slot_reader`). On Po
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select, text
 
@@ -45,7 +46,7 @@ MAX_PAGE = 1000
 
 
 class SqlTripletStore:
-    """The TripletStore port (services/ports.py) on SQLAlchemy, with episodes, runs and steps alongside.
+    """The TripletStore port (services/ports/store.py) on SQLAlchemy, with episodes, runs and steps alongside.
 
     Cap: after an insert takes a buffer beyond `buffer_cap`, its oldest (lowest id) entries whose source is not
     zero/seed are evicted, never the entry just inserted. A buffer holding more zero/seed entries than the cap
@@ -177,8 +178,8 @@ class SqlTripletStore:
     def stats(self) -> list[BufferStats]:
         """One BufferStats per buffer, in TaskType order."""
         columns = buffer_entries.c
-        statement = (select(columns.buffer, columns.source, func.count(), func.min(columns.step), func.max(columns.step),
-                            func.max(columns.policy_version), func.max(columns.created_at))
+        statement = (select(columns.buffer, columns.source, func.count(), func.min(columns.step),
+                            func.max(columns.step), func.max(columns.policy_version), func.max(columns.created_at))
                      .group_by(columns.buffer, columns.source))
         with self._reader.connect() as connection:
             groups = connection.execute(statement).all()
@@ -199,10 +200,14 @@ class SqlTripletStore:
 
     # --- sampling ----------------------------------------------------------------------------------------------------
     @retry_on_disconnect
-    def sample_references(self, buffer: TaskType, k: int, rng: random.Random) -> list[BufferEntry]:
-        """K distinct entries of one buffer, uniformly without replacement (all of them, shuffled, when fewer than K)."""
+    def sample_references(self, buffer: TaskType, k: int, rng: random.Random) -> list[Triplet]:
+        """K distinct triplets of D_ded or D_abd, uniformly without replacement (all of them, shuffled, when fewer
+        than K)."""
         name = TaskType(buffer).value
-        return self._slots.draw([name], lambda sizes: (name, distinct_slots(sizes[name], k, rng)), rng)
+        if name == TaskType.INDUCTION.value:
+            raise ValueError("references are sampled from D_ded or D_abd; D_ind holds no triplets")
+        entries = self._slots.draw([name], lambda sizes: (name, distinct_slots(sizes[name], k, rng)), rng)
+        return [entry for entry in entries if isinstance(entry, Triplet)]  # all of them: D_ded and D_abd hold triplets
 
     @retry_on_disconnect
     def sample_program(self, rng: random.Random) -> Triplet | None:
@@ -223,7 +228,8 @@ class SqlTripletStore:
         return entries[0]
 
     @retry_on_disconnect
-    def sample_batch(self, buffer: TaskType, size: int, new_ids: Sequence[str], rng: random.Random) -> list[BufferEntry]:
+    def sample_batch(self, buffer: TaskType, size: int, new_ids: Sequence[str],
+                     rng: random.Random) -> list[BufferEntry]:
         """A solver batch of `size` (§3.3.2): this step's new entries first (in `new_ids` order, at most `size`;
         ids not in this buffer are skipped), then a uniform fill from the rest of the buffer without replacement,
         with replacement only when the buffer holds fewer distinct entries than the batch needs."""
@@ -231,7 +237,7 @@ class SqlTripletStore:
         wanted = list(dict.fromkeys(row_id for row_id in map(parse_entry_id, new_ids) if row_id is not None))
         state = rng.getstate()
         for _ in range(DRAW_ATTEMPTS):
-            found: dict[int, Mapping[str, Any]] = {}
+            found: dict[int, Mapping[Any, Any]] = {}
             if wanted and size > 0:
                 with self._reader.connect() as connection:
                     rows = connection.execute(self._sql.by_ids, {"buffer": name, "ids": wanted}).mappings()
@@ -240,7 +246,8 @@ class SqlTripletStore:
             new_slots = {row["slot"] for row in new_rows}
             distinct = [0]  # how many fill entries were drawn without replacement (set by the successful draw)
 
-            def choose(sizes: dict[str, int]) -> tuple[str, list[int]]:
+            def choose(sizes: dict[str, int], new_rows: list[Mapping[Any, Any]] = new_rows,
+                       new_slots: set[int] = new_slots, distinct: list[int] = distinct) -> tuple[str, list[int]]:
                 count = size - len(new_rows)
                 distinct[0] = max(0, min(count, sizes[name] - len(new_slots)))
                 return name, fill_slots(sizes[name], count, new_slots, rng)

@@ -3,8 +3,9 @@ compiled form, which keeps an insert or a K-sample to a few database round trips
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite

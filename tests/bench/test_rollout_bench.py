@@ -16,7 +16,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # bench/ is a directory of scripts, not an installed package
 
 from bench.rollout_table import (  # noqa: E402
-    PHASE_LABELS, ProgressClock, mean_split, split_from_metrics, split_table, splits_from_run)
+    PHASE_LABELS,
+    ProgressClock,
+    mean_split,
+    split_from_metrics,
+    split_table,
+    splits_from_run,
+)
 
 EMBEDDED_PHASES = ("generation", "executor", "store_queue", "training", "other", "outside")
 

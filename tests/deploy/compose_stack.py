@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from throwaway_servers import REPO_ROOT, free_port
+from throwaway_servers import REPO_ROOT, free_port, skip_or_fail
 
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 LOCAL_WHEELS = Path(os.environ.get("AZR_LOCAL_WHEELS", "/opt/wheels"))
@@ -30,9 +30,18 @@ SMALL_SIZES = {
     "AZR_MAX_RESPONSE_TOKENS": "16",
     "AZR_MICRO_BATCH_SIZE": "4",
     "AZR_STEPS": "1",
+    "AZR_CHECKPOINT_EVERY": "1",  # the one update of the test's one step is checkpointed too
     "AZR_EXECUTOR_WORKERS": "2",
 }
 """The embedded end-to-end test's sizes (tests/services/coordinator/test_embedded_run.py): B = 2, short responses."""
+
+
+def docker_engine() -> str:
+    """The docker client binary, once `docker info` answers (skips on a laptop without one, fails in CI)."""
+    docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else shutil.which("docker")
+    if docker is None or subprocess.run([docker, "info"], capture_output=True, timeout=60, check=False).returncode != 0:
+        skip_or_fail("no Docker engine answers `docker info`")
+    return str(docker)
 
 
 def run_checked(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
@@ -65,6 +74,7 @@ class ComposeStack:
         self.project = f"azrtest{uuid.uuid4().hex[:8]}"
         self.log_path = log_dir / f"{self.project}.log"
         self.token = secrets.token_urlsafe(24)
+        self.redis_password = secrets.token_urlsafe(24)
         self.ports = {name: free_port() for name in ("proposer", "solver", "propose", "solve", "redis", "postgres",
                                                      "coordinator_metrics", "trainer_metrics")}
         self.env = {
@@ -73,6 +83,8 @@ class ComposeStack:
             "AZR_IMAGE": APP_IMAGE,
             "AZR_API_TOKEN": self.token,
             "AZR_POSTGRES_PASSWORD": secrets.token_urlsafe(16),
+            "AZR_REDIS_PASSWORD": self.redis_password,
+            "AZR_SGLANG_ADMIN_API_KEY": secrets.token_urlsafe(24),
             "AZR_RUN_ID": "stack",
             "AZR_DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid),
             "AZR_PROPOSER_HOST_PORT": str(self.ports["proposer"]),
@@ -99,6 +111,10 @@ class ComposeStack:
     def url(self, name: str) -> str:
         """Loopback base URL of a published service port."""
         return f"http://127.0.0.1:{self.ports[name]}"
+
+    def redis_url(self) -> str:
+        """The stack's Redis on its loopback port, with its password."""
+        return f"redis://:{self.redis_password}@127.0.0.1:{self.ports['redis']}/0"
 
     def get_json(self, name: str, path: str) -> Any:
         """GET a JSON document from a published service (raises on connection errors and non-2xx)."""

@@ -14,9 +14,15 @@ from typing import Any
 
 import pytest
 import yaml
-
-from deploy_tools import (OVERLAYS, PROFILES, REQUIRED_COMPOSE_ENV, compose_command, kustomize_command,
-                          run_compose_config)
+from deploy_tools import (
+    K8S_SECRETS,
+    OVERLAYS,
+    PROFILES,
+    REQUIRED_COMPOSE_ENV,
+    compose_command,
+    kustomize_command,
+    run_compose_config,
+)
 from throwaway_servers import REPO_ROOT, skip_or_fail
 
 
@@ -53,9 +59,9 @@ def kustomize() -> list[str]:
 def k8s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of k8s/ with throwaway secret inputs (the real ones are never committed; see k8s/README.md)."""
     root = tmp_path_factory.mktemp("k8s") / "k8s"
-    shutil.copytree(REPO_ROOT / "k8s", root, ignore=shutil.ignore_patterns("api-token", "postgres-password"))
-    (root / "base" / "secrets" / "api-token").write_text("test-token")
-    (root / "base" / "secrets" / "postgres-password").write_text("test-password")
+    shutil.copytree(REPO_ROOT / "k8s", root, ignore=shutil.ignore_patterns(*K8S_SECRETS))
+    for name, value in K8S_SECRETS.items():
+        (root / "base" / "secrets" / name).write_text(value)
     return root
 
 

@@ -11,7 +11,13 @@ from throwaway_servers import REPO_ROOT
 
 OVERLAYS = ("gpu", "cpu-dev", "gpu-multinode")
 PROFILES = ("cpu", "gpu")
-REQUIRED_COMPOSE_ENV = {"AZR_API_TOKEN": "compose-test-token", "AZR_POSTGRES_PASSWORD": "compose-test-password"}
+REQUIRED_COMPOSE_ENV = {"AZR_API_TOKEN": "compose-test-token", "AZR_POSTGRES_PASSWORD": "compose-test-password",
+                        "AZR_REDIS_PASSWORD": "compose-test-redis-password",
+                        "AZR_SGLANG_ADMIN_API_KEY": "compose-test-admin-key"}
+"""The secrets docker-compose.yml refuses to start without (throwaway values)."""
+K8S_SECRETS = {"api-token": "test-token", "postgres-password": "test-password", "redis-password": "test-redis-password",
+               "sglang-admin-api-key": "test-admin-key"}
+"""Throwaway inputs of the `azr-secrets` generator (k8s/base/secrets/, never committed)."""
 
 
 def compose_command() -> list[str] | None:

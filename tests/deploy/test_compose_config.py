@@ -172,8 +172,80 @@ def test_gpu_trainer_is_torchrun_with_one_rank_per_listed_gpu(compose: list[str]
     result = run_compose_config(compose, "gpu", {**REQUIRED_COMPOSE_ENV, **extra_env})
     assert result.returncode == 0, result.stderr
     trainer = yaml.safe_load(result.stdout)["services"]["trainer"]
-    assert trainer["entrypoint"] == ["torchrun", "--standalone", f"--nproc_per_node={ranks}", "-m", "services"]
+    assert trainer["entrypoint"] == ["torchrun", "--standalone", f"--nproc_per_node={ranks}", "-m", "azr"]
     assert trainer["command"] == ["trainer"]
     assert trainer["environment"]["CUDA_VISIBLE_DEVICES"] == gpus
     assert [str(d.get("count")) for d in gpu_reservation(trainer)] == ["all"]  # compose 1.29 takes no interpolated int
     assert trainer["ipc"] == "host"
+
+
+def command_option(command: list[str], flag: str) -> str:
+    """The value after `flag` in an argv list (AssertionError when absent)."""
+    assert flag in command, f"{flag} missing from {command}"
+    return command[command.index(flag) + 1]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_redis_requires_its_password_and_keeps_an_append_only_file(compose_configs: dict[str, Any],
+                                                                   profile: str) -> None:
+    """The episode stream is the trainer's delivery log: AOF on, in a volume, so unacknowledged episodes survive a
+    Redis restart; and nothing reaches Redis without the password from .env."""
+    import redis
+
+    services = active_services(compose_configs[profile], profile)
+    server = services["redis"]
+    password = REQUIRED_COMPOSE_ENV["AZR_REDIS_PASSWORD"]
+    assert command_option(server["command"], "--requirepass") == password
+    assert command_option(server["command"], "--appendonly") == "yes"
+    assert any(target == "/data" and not source.startswith("/") for source, target in mounts(server)), \
+        "the append-only file must live in a named volume"
+    assert server["environment"]["REDISCLI_AUTH"] == password, "the health check's redis-cli needs the password"
+    clients = {name: s["environment"]["AZR_REDIS_URL"] for name, s in services.items()
+               if "AZR_REDIS_URL" in (s.get("environment") or {})}
+    assert {"proposer-api", "solver-api", "executor", "coordinator"} <= set(clients)
+    for name, url in clients.items():
+        assert redis.connection.parse_url(url).get("password") == password, f"{name}: {url}"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_stores_restart_after_a_crash(compose_configs: dict[str, Any], profile: str) -> None:
+    services = active_services(compose_configs[profile], profile)
+    for name in ("redis", "postgres"):
+        assert services[name].get("restart") in ("always", "unless-stopped"), f"{name}: {services[name].get('restart')}"
+
+
+def test_the_two_sglang_servers_start_one_after_the_other(compose_configs: dict[str, Any]) -> None:
+    """Both default to GPU 0 and size their memory pool from what is free at start: never at the same time."""
+    services = active_services(compose_configs["gpu"], "gpu")
+    assert services["sglang-solve"]["depends_on"]["sglang-propose"]["condition"] == "service_healthy"
+    assert "sglang-solve" not in (services["sglang-propose"].get("depends_on") or {})
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_model_is_prepared_once_before_anything_reads_it(compose_configs: dict[str, Any], profile: str) -> None:
+    services = active_services(compose_configs[profile], profile)
+    assert "model-prep" in services, f"{profile}: nothing prepares the model the APIs read"
+    readers = [name for name, service in services.items()
+               if name in ("proposer-api", "solver-api") or network_names(name, service) & set(INFERENCE_NAMES)]
+    assert len(readers) == 4
+    for name in readers:
+        assert services[name]["depends_on"]["model-prep"]["condition"] == "service_completed_successfully", name
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_inference_server_requires_the_admin_key(compose_configs: dict[str, Any], profile: str) -> None:
+    """Whatever answers as sglang-propose / sglang-solve guards its control endpoints with AZR_SGLANG_ADMIN_API_KEY:
+    SGLang through --admin-api-key (its only way), `azr serve inference` through its environment, never its command
+    line (which `docker inspect` and `ps` show)."""
+    key = REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"]
+    servers = {name: service for name, service in active_services(compose_configs[profile], profile).items()
+               if network_names(name, service) & set(INFERENCE_NAMES)}
+    assert len(servers) == len(INFERENCE_NAMES), f"{profile}: inference servers {sorted(servers)}"
+    for name, service in servers.items():
+        command = [str(part) for part in service.get("command") or []]
+        if service.get("entrypoint") == ["python3", "-m", "sglang.launch_server"]:
+            assert command[command.index("--admin-api-key") + 1] == key, name
+        else:
+            assert command[:2] == ["serve", "inference"], f"{name}: an inference server of an unknown kind"
+            assert service["environment"]["AZR_SGLANG_ADMIN_API_KEY"] == key, name
+            assert key not in " ".join(command), f"{name}: the admin key is on the command line"

@@ -1,6 +1,8 @@
 """The whole pipeline under `docker compose --profile cpu`, for real: images built from the offline base, the
 stack started, seed programs submitted through the proposer API, one self-play step by the coordinator, one
-trainer update, and the new weight version served by both inference servers. Stack logs are written to
+trainer update, and the new weight version served by both inference servers. On the way, isolation
+(stack_isolation.py): the APIs up on a read-only root, Redis only with its password and with AOF on, and a hostile
+program sent through the queue reaching no service and no network. Stack logs are written to
 runs/deploy/<project>.log and printed when anything fails; the stack is always torn down with its volumes.
 
 Needs a Docker engine (the executor's sandbox containers run on it too) and a compose CLI: skipped without them on a
@@ -10,27 +12,23 @@ laptop, a failure in CI (AZR_REQUIRE_SERVICES=1).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pytest
-from compose_stack import ComposeStack, build_images
-from throwaway_servers import REPO_ROOT, skip_or_fail
+from compose_stack import ComposeStack, build_images, docker_engine
+from stack_isolation import (
+    check_apis_run_read_only,
+    check_hostile_program_reaches_nothing,
+    check_redis_needs_the_password_and_appends,
+)
+from throwaway_servers import REPO_ROOT
 
 SEED_PROGRAMS = 4  # B·S = 2 per buffer is the target; a few more in case one is rejected
 SEED_INDUCTION = 3
-
-
-def docker_engine() -> str:
-    """The docker client binary, once `docker info` answers."""
-    docker = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else shutil.which("docker")
-    if docker is None or subprocess.run([docker, "info"], capture_output=True, timeout=60).returncode != 0:
-        skip_or_fail("no Docker engine answers `docker info`")
-    return str(docker)
 
 
 def poll(what: str, seconds: float, probe: Callable[[], Any], interval_s: float = 3.0) -> Any:
@@ -78,6 +76,9 @@ def test_cpu_stack_self_plays_trains_and_serves_the_new_weights(compose: list[st
         poll("solver-api ready", 300, lambda: stack.get_json("solver", "/readyz")["status"] == "ready")
         for port in ("propose", "solve"):
             assert stack.get_json(port, "/model_info")["weight_version"] == "0"
+        check_apis_run_read_only(stack)
+        check_redis_needs_the_password_and_appends(stack)
+        check_hostile_program_reaches_nothing(stack)
 
         unauthenticated = httpx.post(stack.url("proposer") + "/v1/seeds", json=seed_requests(shared_dir)[0], timeout=30)
         assert unauthenticated.status_code == 401, unauthenticated.text
@@ -100,7 +101,8 @@ def test_cpu_stack_self_plays_trains_and_serves_the_new_weights(compose: list[st
         for port in ("propose", "solve"):
             info = poll(f"weight version 1 served on {port}", 900,
                         lambda port=port: (i := stack.get_json(port, "/model_info"))["weight_version"] == "1" and i)
-            assert info["model_path"].startswith("/var/lib/azr/runs/stack/checkpoints/"), info
+            # servers load the bf16 weights-only export; the full resumable checkpoint is written beside it
+            assert info["model_path"] == "/var/lib/azr/runs/stack/weights/v000001", info
         checkpoints = stack.list_dir("trainer-cpu", "/var/lib/azr/runs/stack/checkpoints")
         assert "v000001" in checkpoints, checkpoints
         print(f"\ncompose stack: build {built - started:.0f} s, up to served weight version 1 "

@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_tools import OVERLAYS, objects_of
+from deploy_tools import K8S_SECRETS, OVERLAYS, objects_of
 from throwaway_servers import REPO_ROOT
 
 KUBERNETES_VERSION = "1.30"
@@ -152,7 +152,7 @@ def test_secret_values_are_generated_not_committed(rendered_overlays: dict[str, 
         _, _, path = entry.partition("=")
         assert not (REPO_ROOT / "k8s" / "base" / path).exists() or _is_ignored(REPO_ROOT / "k8s" / "base" / path)
     secrets = [o for o in rendered_overlays["gpu"] if o["kind"] == "Secret"]
-    assert len(secrets) == 1 and set(secrets[0]["data"]) == {"api-token", "postgres-password"}
+    assert len(secrets) == 1 and set(secrets[0]["data"]) == set(K8S_SECRETS)
     tokens = [e for kind in ("Deployment",) for w in objects_of(rendered_overlays["gpu"], kind).values()
               for c in pod_spec(w)["containers"] for e in c.get("env", []) if e["name"] == "AZR_API_TOKEN"]
     assert tokens and all(e["valueFrom"]["secretKeyRef"]["name"] == secrets[0]["metadata"]["name"] for e in tokens)
@@ -275,7 +275,7 @@ def test_gpu_multinode_trainer_is_torchrun_fsdp_over_a_statefulset(rendered_over
     container = pod_spec(statefulset)["containers"][0]
     assert container["command"] == ["torchrun"]
     args = container["args"]
-    assert args[-3:] == ["-m", "services", "trainer"]
+    assert args[-3:] == ["-m", "azr", "trainer"]
     flags = dict(arg.split("=", 1) for arg in args if arg.startswith("--"))
     assert flags["--nnodes"] == "$(TRAINER_NODES)" and flags["--nproc_per_node"] == "$(TRAINER_GPUS_PER_NODE)"
     assert flags["--rdzv_backend"] == "c10d"

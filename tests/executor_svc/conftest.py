@@ -7,7 +7,8 @@ fixture is parametrized over BACKENDS.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -59,10 +60,12 @@ def executor_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def require_isolation(executor: Executor) -> None:
-    """Sandbox tests need real isolation: skip on a laptop without bubblewrap, fail in CI (AZR_REQUIRE_SERVICES=1)."""
+def require_isolation(executor: Executor, needed_for: str = "") -> None:
+    """Sandbox tests need real isolation: skip on a laptop without bubblewrap, fail in CI (AZR_REQUIRE_SERVICES=1).
+    `needed_for` says what the test checks that rlimits alone cannot give; it joins the reason."""
     if executor.isolation == "none":
         reason = "bubblewrap is not usable here, the process sandbox runs with rlimits only"
+        reason += f": {needed_for}" if needed_for else ""
         if os.environ.get("AZR_REQUIRE_SERVICES", "") == "1":
             pytest.fail(f"required sandbox missing (AZR_REQUIRE_SERVICES=1): {reason}")
         pytest.skip(reason)
@@ -82,6 +85,6 @@ def executor_factory() -> Callable[..., Executor]:
 
 
 @pytest.fixture(scope="session")
-def isolation_required() -> Callable[[Executor], None]:
+def isolation_required() -> Callable[..., None]:
     """require_isolation, for the test files."""
     return require_isolation

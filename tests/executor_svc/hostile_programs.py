@@ -76,30 +76,35 @@ CORPUS: list[Hostile] = [
        "    return 1", "runtime_error"),
     _h("scratch_write_is_private", "import pathlib\ndef f(x):\n    pathlib.Path('note.txt').write_text('hi')\n"
        "    return pathlib.Path('note.txt').read_text()", "ok"),
-    _h("rmtree_everything", "import shutil\ndef f(x):\n    for top in ('/tmp', '/azr', '/work', '/root', '/usr/lib/python3.11/json'):\n"
+    _h("rmtree_everything", "import shutil\ndef f(x):\n"
+       "    for top in ('/tmp', '/azr', '/work', '/root', '/usr/lib/python3.11/json'):\n"
        "        shutil.rmtree(top, ignore_errors=True)\n    return 1", "ok"),
     _h("spoil_scratch_root", "import os\ndef f(x):\n    root = os.getcwd().rsplit('/', 1)[0]\n    os.chdir('/')\n"
        "    os.system('rm -rf %s; echo > %s' % (root, root))\n    os.chmod(root.rsplit('/', 1)[0] or '/', 0)\n"
        "    return 1", "ok"),
     _h("file_size_limit", "import os\ndef f(x):\n    fd = os.open('big', os.O_WRONLY | os.O_CREAT)\n    written = 0\n"
-       "    while written < 4 << 20:\n        written += os.write(fd, b'x' * 65536)\n    return written", "runtime_error"),
+       "    while written < 4 << 20:\n        written += os.write(fd, b'x' * 65536)\n    return written",
+       "runtime_error"),
     _h("fill_scratch_tmpfs", "import os\ndef f(x):\n    i = 0\n    while True:\n"
        "        fd = os.open('junk%d' % i, os.O_WRONLY | os.O_CREAT)\n        os.write(fd, b'x' * (1 << 20))\n"
        "        os.close(fd)\n        i += 1", "runtime_error", "timeout"),
-    _h("fill_sandbox_root", "import os\ndef f(x):\n    for name in ('/junk', '/dev/junk', '/dev/shm/junk', '/usr/junk'):\n"
-       "        fd = os.open(name, os.O_WRONLY | os.O_CREAT)\n        os.write(fd, b'x')\n    return 1", "runtime_error"),
+    _h("fill_sandbox_root", "import os\ndef f(x):\n"
+       "    for name in ('/junk', '/dev/junk', '/dev/shm/junk', '/usr/junk'):\n"
+       "        fd = os.open(name, os.O_WRONLY | os.O_CREAT)\n        os.write(fd, b'x')\n    return 1",
+       "runtime_error"),
     _h("read_shadow", "import os\ndef f(x):\n    return os.read(os.open('/etc/shadow', os.O_RDONLY), 100)",
        "runtime_error"),
     _h("read_ssh_keys", "import os\ndef f(x):\n    return os.listdir('/root/.ssh')", "runtime_error"),
-    _h("host_root_hidden", "import os\ndef f(x):\n    return sorted(set(os.listdir('/')) & {'work', 'root', 'etc', 'home'})",
-       "ok"),
+    _h("host_root_hidden", "import os\ndef f(x):\n"
+       "    return sorted(set(os.listdir('/')) & {'work', 'root', 'etc', 'home'})", "ok"),
     _h("write_proc", "import os\ndef f(x):\n    fd = os.open('/proc/sys/kernel/hostname', os.O_WRONLY)\n"
        "    return os.write(fd, b'pwned')", "runtime_error"),
     _h("write_proc_self_mem", "import os\ndef f(x):\n    fd = os.open('/proc/self/mem', os.O_RDWR)\n"
        "    os.lseek(fd, id(x), 0)\n    return os.write(fd, b'\\x00' * 64)", "runtime_error", "crashed", "ok",
        "nondeterministic"),
     # --- network ----------------------------------------------------------------------------------------------------
-    _h("socket_to_host", "import socket\ndef f(x):\n    s = socket.create_connection(('127.0.0.1', {PORT}), timeout=1)\n"
+    _h("socket_to_host", "import socket\ndef f(x):\n"
+       "    s = socket.create_connection(('127.0.0.1', {PORT}), timeout=1)\n"
        "    s.sendall(b'pwned')\n    return 1", "runtime_error"),
     _h("dns_lookup", "import socket\ndef f(x):\n    return socket.getaddrinfo('example.com', 80)", "runtime_error"),
     # --- environment ------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ answer must pass the check, and a wrong one of the same kind must fail it."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

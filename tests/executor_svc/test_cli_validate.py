@@ -13,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def run_validate(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AZR_EXECUTOR_WORKERS": "2", "AZR_EXECUTOR_TIMEOUT_S": "5"}
-    return subprocess.run([sys.executable, "-m", "services", "validate", str(path), *args],
+    return subprocess.run([sys.executable, "-m", "azr", "validate", str(path), *args],
                           capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=300)
 
 
@@ -27,7 +27,7 @@ def test_validate_reproduces_cruxeval_and_reports_bad_rows(tmp_path: Path, share
     source.write_text("\n".join(lines) + "\n")
 
     completed = run_validate(source)
-    assert completed.returncode == 1, completed.stderr
+    assert completed.returncode == 2, completed.stderr  # some lines were not usable rows: bad input
     printed = [json.loads(line) for line in completed.stdout.splitlines()]
     assert len(printed) == len(lines)
     assert printed[3]["status"] == "invalid_row" and "not JSON" in printed[3]["error"]

@@ -8,17 +8,25 @@ import os
 import socket
 import threading
 import time
-from types import SimpleNamespace
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from executor_svc.docker_backend import (LABEL, MEMORY_HEADROOM_MB, OWNER_LABEL, PIDS_HEADROOM, SANDBOX_GID,
-                                         SANDBOX_UID_BASE, DockerBackend)
+from executor_svc.docker_backend import (
+    LABEL,
+    MEMORY_HEADROOM_MB,
+    OWNER_LABEL,
+    PIDS_HEADROOM,
+    SANDBOX_GID,
+    SANDBOX_UID_BASE,
+    DockerBackend,
+)
 from executor_svc.docker_channel import DockerWorkerChannel
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.executor import GOLD_HASH_SEED, VERIFY_HASH_SEED, Executor
 from services.execution import ExecStatus, ExecutionLimits
+from services.settings import Settings
 
 pytestmark = pytest.mark.docker
 
@@ -205,8 +213,8 @@ def test_gold_outputs_equal_the_process_backends(docker_available: Callable[...,
 
 def test_from_settings_builds_the_docker_backend(docker_available: Callable[..., DockerBackend]) -> None:
     image = os.environ.get("AZR_EXECUTOR_IMAGE", "azr-executor:1")
-    settings = SimpleNamespace(executor_backend="docker", executor_docker_image=image, executor_workers=1,
-                               executor_timeout_s=4.0, executor_memory_mb=320, executor_max_processes=16)
+    settings = Settings(executor_backend="docker", executor_docker_image=image, executor_workers=1,
+                        executor_timeout_s=4.0, executor_memory_mb=320, executor_max_processes=16)
     with Executor.from_settings(settings) as executor:
         assert executor.isolation == "docker" and executor.limits.memory_mb == 320
         assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]

@@ -1,12 +1,13 @@
 """CRUXEval (500 real triplets): every row validates and reproduces its gold output; the gold output passes the
-deduction check and the gold input the abduction check; perturbed answers fail (DESIGN.md §7)."""
+deduction check and the gold input the abduction check; perturbed answers fail (docs/design.md §7)."""
 
 from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,8 @@ def test_gold_outputs_pass_the_deduction_check_and_perturbed_ones_fail(executor:
     gold = executor.check_deduction_many([(row["output"], row["output"]) for row in rows])
     assert [(row["id"], result) for row, result in zip(rows, gold) if not result.correct] == []
     wrong = executor.check_deduction_many([(row["output"], perturbed_output(row["output"])) for row in rows])
-    assert [(row["id"], result) for row, result in zip(rows, wrong) if result.status is not ExecStatus.WRONG_ANSWER] == []
+    assert [(row["id"], result) for row, result in zip(rows, wrong)
+            if result.status is not ExecStatus.WRONG_ANSWER] == []
 
 
 def test_gold_inputs_pass_the_abduction_check_and_perturbed_ones_fail(executor: Executor,

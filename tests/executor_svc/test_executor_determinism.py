@@ -3,7 +3,7 @@ seed in another process; `random`/`time` are refused statically; gold outputs do
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -24,7 +24,8 @@ def executor(executor_backend: str, executor_factory: Callable[..., Executor]) -
 
 @pytest.mark.parametrize(("name", "program"), [
     ("set_iteration_order", SET_ORDER),
-    ("dict_of_set_order", "def f(x):\n    return {k: sorted(v) for k, v in {'k': {'x', 'y'}}.items()} | {'o': list({'p', 'q', 'r'})}"),
+    ("dict_of_set_order",
+     "def f(x):\n    return {k: sorted(v) for k, v in {'k': {'x', 'y'}}.items()} | {'o': list({'p', 'q', 'r'})}"),
     ("hash_of_str", "def f(x):\n    return hash('x')"),
     ("id_of_new_object", "def f(x):\n    return id([x])"),
     ("object_repr_address", "def f(x):\n    return object()"),
@@ -51,7 +52,8 @@ def test_random_and_clocks_are_forbidden_statically(executor: Executor, program:
 
 
 def test_sorted_hash_containers_are_deterministic(executor: Executor) -> None:
-    result = executor.validate_proposal("def f(x):\n    return sorted({'a', 'b', 'c', 'd', 'e'}) + [len({x, 'z'})]", "'q'")
+    result = executor.validate_proposal("def f(x):\n    return sorted({'a', 'b', 'c', 'd', 'e'}) + [len({x, 'z'})]",
+                                        "'q'")
     assert (result.status, result.output) == (ExecStatus.OK, "['a', 'b', 'c', 'd', 'e', 2]")
 
 

@@ -10,9 +10,9 @@ import socket
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from hostile_programs import CORPUS, Hostile

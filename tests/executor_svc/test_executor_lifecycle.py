@@ -6,9 +6,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -18,6 +18,7 @@ from executor_svc.executor import Executor
 from executor_svc.process_backend import ProcessBackend, worker_env
 from executor_svc.process_channel import ProcessWorkerChannel
 from services.execution import ExecStatus, ExecutionLimits
+from services.settings import Settings
 
 LIMITS = ExecutionLimits(timeout_s=3.0, memory_mb=512)
 KILL_PARENT = "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 1"
@@ -38,7 +39,8 @@ def children_of_this_process() -> set[int]:
     found = set()
     for entry in os.listdir("/proc"):
         try:
-            if entry.isdigit() and Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid()):
+            if entry.isdigit() and (Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                                    == str(os.getpid())):
                 found.add(int(entry))
         except OSError:
             pass
@@ -107,9 +109,9 @@ def test_many_threads_share_one_executor(executor: Executor) -> None:
 
 
 def test_from_settings_reads_the_executor_fields() -> None:
-    settings = SimpleNamespace(executor_backend="process", executor_workers=1, executor_timeout_s=4.0,
-                               executor_memory_mb=300, executor_max_output_bytes=5000, executor_max_processes=9,
-                               executor_sandbox="none", executor_python="/usr/bin/python3", executor_recycle_after=7)
+    settings = Settings(executor_backend="process", executor_workers=1, executor_timeout_s=4.0,
+                        executor_memory_mb=300, executor_max_output_bytes=5000, executor_max_processes=9,
+                        executor_sandbox="none", executor_python="/usr/bin/python3", executor_recycle_after=7)
     with Executor.from_settings(settings) as executor:
         assert executor.limits == ExecutionLimits(timeout_s=4.0, memory_mb=300, max_output_bytes=5000, max_processes=9)
         assert executor.isolation == "none"
@@ -117,8 +119,6 @@ def test_from_settings_reads_the_executor_fields() -> None:
 
 
 def test_from_real_settings_uses_bubblewrap_where_it_works(isolation_required: Any) -> None:
-    from services.settings import Settings
-
     with Executor.from_settings(Settings(executor_workers=1)) as executor:
         isolation_required(executor)
         assert executor.isolation == "bwrap"

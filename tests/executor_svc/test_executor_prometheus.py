@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import redis
+from prometheus_scrape import labelled, scrape, value
 from rq import Queue
+from throwaway_servers import ExecutorWorkers, free_port
 
 from executor_svc.executor import Executor
 from executor_svc.prometheus_metrics import TASK_KINDS, ExecutorMetrics
 from executor_svc.rq_client import RQCodeExecutor
 from services.execution import ExecStatus
 from services.metrics_endpoint import serve_metrics
-from prometheus_scrape import labelled, scrape, value
-from throwaway_servers import ExecutorWorkers, free_port
 
 FAILING_PROGRAM = "def f(x):\n    return x // 0"
 FORBIDDEN_PROGRAM = "import random\ndef f(x):\n    return random.random()"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,7 +20,8 @@ def client() -> Iterator[TestClient]:
 
 
 def test_execute_validates_and_checks(client: TestClient) -> None:
-    ok = client.post("/v1/execute", json={"op": "validate_proposal", "program": "def f(x):\n    return x[::-1]", "input": "'abc'"})
+    ok = client.post("/v1/execute", json={"op": "validate_proposal", "program": "def f(x):\n    return x[::-1]",
+                                          "input": "'abc'"})
     assert ok.status_code == 200 and (ok.json()["status"], ok.json()["output"]) == ("ok", "'cba'")
     wrong = client.post("/v1/execute", json={"op": "check_deduction", "gold_output": "'cba'", "agent_output": "'abc'"})
     assert wrong.status_code == 200 and wrong.json()["correct"] is False

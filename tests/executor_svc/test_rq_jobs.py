@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
 from rq import Queue
 from rq.job import Job
-
 from throwaway_servers import ExecutorWorkers
 
-from executor_svc.rq_client import ExecutorJobFailed, RQCodeExecutor
-from services.execution import ExecStatus
+from executor_svc.rq_client import RQCodeExecutor
+from services.execution import ExecStatus, ExecutorJobFailed
 
 SLOW_PROGRAM = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i % 7\n    return total"
 SLOW_N = 8 * 10**6
@@ -47,7 +46,8 @@ def test_round_trip_through_a_real_worker(private_queue) -> None:
     client = RQCodeExecutor(connection, queue_name=queue, timeout_s=3, wait_s=120)
     ok = client.validate_proposal("def f(a, b):\n    return sorted(a)[::b]", "[3, 1, 2], -1")
     assert (ok.status, ok.output) == (ExecStatus.OK, "[3, 2, 1]")
-    assert client.validate_proposal("import random\ndef f(x):\n    return random.random()", "1").status == ExecStatus.FORBIDDEN
+    forbidden = client.validate_proposal("import random\ndef f(x):\n    return random.random()", "1")
+    assert forbidden.status == ExecStatus.FORBIDDEN
     assert client.check_deduction("[3, 2, 1]", "[3,2,1]").correct is True
     assert client.check_abduction("def f(x):\n    return x * 2", "8", "4").correct is True
     induction = client.validate_induction("def f(x):\n    return x + 1", ["1", "2", "3"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from executor_svc.static_check import check_answer_value, check_arguments, check_program
+from services.algorithm.static_check import check_answer_value, check_arguments, check_program
 from services.algorithm.task_types import FORBIDDEN_MODULES
 
 PROGRAMS = [

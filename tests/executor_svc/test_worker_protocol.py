@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -121,8 +122,9 @@ def test_call_equal_guards_against_lying_values(worker: Worker) -> None:
     jobs = [
         {"kind": "call_equal", "program": liar + "def f(x):\n    return Liar()", "args": "1", "expected": "[3]",
          "expected_scope": "pristine", "plain_args": False},
-        {"kind": "call_equal", "program": "def f(x):\n    return x", "args": "type('L', (), {'__eq__': lambda s, o: True})()",
-         "expected": "[3]", "expected_scope": "program", "plain_args": True},
+        {"kind": "call_equal", "program": "def f(x):\n    return x",
+         "args": "type('L', (), {'__eq__': lambda s, o: True})()", "expected": "[3]", "expected_scope": "program",
+         "plain_args": True},
         {"kind": "call_equal", "program": "import collections\nP = collections.namedtuple('P', 'x y')\n"
          "def f(x):\n    return P(x, x)", "args": "2", "expected": "P(x=2, y=2)", "expected_scope": "program",
          "plain_args": True},
@@ -133,8 +135,9 @@ def test_call_equal_guards_against_lying_values(worker: Worker) -> None:
 
 
 def test_limits_are_enforced_per_job(worker: Worker) -> None:
-    results = worker.run(call("def f(x):\n    while True:\n        pass"), call("def f(x):\n    return bytearray(2**30)"),
-                         call("def f(x):\n    return 'x' * 5000"), call("import os\ndef f(x):\n    os._exit(4)"),
+    results = worker.run(call("def f(x):\n    while True:\n        pass"),
+                         call("def f(x):\n    return bytearray(2**30)"), call("def f(x):\n    return 'x' * 5000"),
+                         call("import os\ndef f(x):\n    os._exit(4)"),
                          call("def f(x):\n    return x", "2"))
     assert [item["status"] for item in results] == ["timeout", "memory", "output_too_large", "crashed", "ok"]
 

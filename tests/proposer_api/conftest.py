@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import pytest
 import redis
-from pydantic import SecretStr
+from proposer_servers import RunningApi, serve, settings_for
+from throwaway_servers import ExecutorWorkers, PrivateDatabase, wait_for
 
 from executor_svc.executor import Executor
 from executor_svc.rq_client import RQCodeExecutor
 from services.execution import ExecutionLimits
-from proposer_api.app import create_proposer_app
 from services.http_ops import redis_check
-from services.settings import Settings
-from proposer_servers import RunningApi, serve, settings_for
-from throwaway_servers import ExecutorWorkers, PrivateDatabase, wait_for
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
+from throwaway_servers import LoopbackServer
 
 from proposer_api.app import create_proposer_app
 from services.settings import Settings
-from throwaway_servers import LoopbackServer
 
 
 @dataclass

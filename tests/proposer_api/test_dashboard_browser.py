@@ -17,19 +17,20 @@ import shutil
 import subprocess
 import tokenize
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from proposer_servers import serve, settings_for
+from throwaway_servers import LoopbackServer, skip_or_fail
 
 from proposer_api.app import create_proposer_app
-from proposer_servers import serve, settings_for
 from services.algorithm.task_types import Role, TaskType
 from services.records import Episode, InductionTask, Triplet, TripletSource
 from services.store import open_store
-from throwaway_servers import LoopbackServer, skip_or_fail
 
 pytestmark = pytest.mark.slow
 

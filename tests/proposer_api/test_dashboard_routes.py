@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from proposer_api.schemas import MAX_HISTORY_PAGE, MAX_SEARCH
 from proposer_servers import RunningApi
+
+from proposer_api.schemas import MAX_HISTORY_PAGE, MAX_SEARCH
 from services.algorithm.task_types import Role, TaskType
 from services.records import Episode, InductionTask, Triplet, TripletSource
 

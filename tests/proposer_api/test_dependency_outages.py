@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
 import redis
+from proposer_servers import serve, settings_for
+from throwaway_servers import (
+    ExecutorWorkers,
+    ThrowawayPostgres,
+    ThrowawayRedis,
+    throwaway_postgres,
+    throwaway_redis,
+    wait_for,
+)
 
 from executor_svc.rq_client import RQCodeExecutor
 from services.algorithm.task_types import TaskType
 from services.http_ops import redis_check
-from throwaway_servers import ExecutorWorkers, ThrowawayPostgres, ThrowawayRedis, throwaway_postgres, throwaway_redis, wait_for
-
-from proposer_servers import serve, settings_for
 
 pytestmark = pytest.mark.slow
 

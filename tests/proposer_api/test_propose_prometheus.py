@@ -7,13 +7,13 @@ from collections import Counter
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_scrape import labelled, parse_exposition, scrape
+from proposer_servers import serve, settings_for
 
 from proposer_api.prometheus_metrics import FORMAT_ERROR, PARSED, ProposerMetrics
-from proposer_servers import serve, settings_for
 from services.algorithm.task_types import TaskType
 from services.ports import Completion
 from services.rollouts.proposing import ProposeContext, proposal_record
-from prometheus_scrape import labelled, parse_exposition, scrape
 
 
 @pytest.mark.slow

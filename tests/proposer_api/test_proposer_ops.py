@@ -5,11 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
 from proposer_servers import serve, settings_for
-from solver_api.app import create_solver_app
 from throwaway_servers import LoopbackServer
 
+from solver_api.app import create_solver_app
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -24,14 +23,18 @@ def test_health_readiness_and_metrics(embedded_api, cruxeval_rows) -> None:
         assert client.get("/healthz").json() == {"status": "alive", "service": "proposer"}
         ready = client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["failures"] == {}
-        assert client.post("/v1/seeds", json={"kind": "program", "program": row["code"], "input": row["input"]}).status_code == 201
+        seed = {"kind": "program", "program": row["code"], "input": row["input"]}
+        assert client.post("/v1/seeds", json=seed).status_code == 201
         client.get("/v1/buffers/nope")
         metrics = samples(client.get("/metrics").text)
     assert metrics[("azr_buffer_entries", (("buffer", "deduction"),))] == 1
     assert metrics[("azr_buffer_entries", (("buffer", "induction"),))] == 0
-    assert metrics[("azr_http_requests_total", (("route", "/v1/seeds"), ("service", "proposer"), ("status", "201")))] == 1
-    assert metrics[("azr_http_requests_total", (("route", "/v1/buffers/{buffer}"), ("service", "proposer"), ("status", "404")))] == 1
-    assert metrics[("azr_http_request_seconds_count", (("route", "/v1/seeds"), ("service", "proposer"), ("status", "201")))] == 1
+    def labels(route: str, status: str) -> tuple[tuple[str, str], ...]:
+        return (("route", route), ("service", "proposer"), ("status", status))
+
+    assert metrics[("azr_http_requests_total", labels("/v1/seeds", "201"))] == 1
+    assert metrics[("azr_http_requests_total", labels("/v1/buffers/{buffer}", "404"))] == 1
+    assert metrics[("azr_http_request_seconds_count", labels("/v1/seeds", "201"))] == 1
 
 
 def test_openapi_lists_the_v1_routes_and_their_security(embedded_api) -> None:

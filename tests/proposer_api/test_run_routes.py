@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proposer_api.schemas import MAX_STEPS_PAGE
 from proposer_servers import RunningApi
+
+from proposer_api.schemas import MAX_STEPS_PAGE
 
 
 def metrics_line(step: int) -> dict[str, Any]:

@@ -6,12 +6,13 @@ the RQ path is covered by test_seeds_distributed.py and would only make this tes
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from proposer_servers import RunningApi, serve, settings_for
+
 from services.algorithm.task_types import TaskType
 
 

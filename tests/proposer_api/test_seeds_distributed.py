@@ -8,15 +8,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from rq import Queue
+from proposer_servers import serve, settings_for
 from rq.registry import FinishedJobRegistry, StartedJobRegistry
+from test_seed_routes import HOSTILE_SYSTEM, INFINITE_LOOP
+from throwaway_servers import wait_for
 
 from executor_svc.rq_client import RQCodeExecutor
 from services.algorithm.task_types import TaskType
-from test_seed_route import HOSTILE_SYSTEM, INFINITE_LOOP
-from throwaway_servers import wait_for
-
-from proposer_servers import serve, settings_for
 
 SLOW_PROGRAM = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i % 7\n    return total"
 SLOW_INPUT = str(4 * 10**6)
@@ -57,14 +55,17 @@ def test_worker_sigkilled_mid_validation_gives_retry_or_clean_5xx(distributed_ap
     no_retry = RQCodeExecutor(connection, queue_name=executor_workers.queue, timeout_s=3, retries=0, wait_s=120)
     fragile = serve(settings_for("fragile-token"), distributed_api.store, no_retry)
     retried_seed = {"kind": "program", "program": SLOW_PROGRAM, "input": SLOW_INPUT, "buffers": ["deduction"]}
-    lost_seed = {"kind": "program", "program": SLOW_PROGRAM + "  # no retry", "input": SLOW_INPUT, "buffers": ["deduction"]}
+    lost_seed = {"kind": "program", "program": SLOW_PROGRAM + "  # no retry", "input": SLOW_INPUT,
+                 "buffers": ["deduction"]}
     results: dict[str, httpx.Response] = {}
     started = StartedJobRegistry(executor_workers.queue, connection=connection)
     with fragile as fragile_url:
         def post(name: str, url: str, token: str, body: dict[str, Any]) -> None:
-            results[name] = httpx.post(f"{url}/v1/seeds", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=180)
+            results[name] = httpx.post(f"{url}/v1/seeds", json=body, headers={"Authorization": f"Bearer {token}"},
+                                       timeout=180)
 
-        threads = [threading.Thread(target=post, args=("retried", distributed_api.url, distributed_api.token, retried_seed)),
+        threads = [threading.Thread(target=post,
+                                    args=("retried", distributed_api.url, distributed_api.token, retried_seed)),
                    threading.Thread(target=post, args=("lost", fragile_url, "fragile-token", lost_seed))]
         for thread in threads:
             thread.start()

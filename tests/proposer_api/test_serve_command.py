@@ -10,15 +10,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from throwaway_servers import REPO_ROOT, free_port, wait_for
 from typer.testing import CliRunner
 
-from services.cli.main import app
-
-from throwaway_servers import REPO_ROOT, free_port, wait_for
+from azr.cli.main import app
 
 
 def start(service: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "services", "serve", service, "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "azr", "serve", service, "--host", "127.0.0.1", "--port", str(port),
                "--no-inference"]
     return subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **env}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -56,7 +55,8 @@ def test_serve_solver_embedded_is_ready() -> None:
     port = free_port()
     process = start("solver", port, {"AZR_PROFILE": "embedded", "AZR_EXECUTOR_WORKERS": "1"})
     try:
-        wait_for(lambda: process.poll() is not None or answers(f"http://127.0.0.1:{port}/readyz"), 60, "azr serve solver", 0.2)
+        wait_for(lambda: process.poll() is not None or answers(f"http://127.0.0.1:{port}/readyz"), 60,
+                 "azr serve solver", 0.2)
         assert process.poll() is None
     finally:
         os.killpg(process.pid, signal.SIGTERM)
@@ -69,5 +69,5 @@ def test_distributed_services_refuse_a_default_token(service: str, token: str, m
     monkeypatch.setenv("AZR_PROFILE", "distributed")
     monkeypatch.setenv("AZR_API_TOKEN", token)
     result = CliRunner().invoke(app, ["serve", service, "--port", str(free_port())])
-    assert result.exit_code != 0
-    assert "AZR_API_TOKEN is unset or the placeholder" in str(result.exception)
+    assert result.exit_code == 2  # bad input: settings that must not be served (azr/cli/exit_codes.py)
+    assert "refusing to start: AZR_API_TOKEN is unset or the placeholder" in result.output

@@ -8,10 +8,10 @@ import socket
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter
-
-from services.metrics_endpoint import serve_metrics
 from prometheus_scrape import scrape, value
 from throwaway_servers import free_port
+
+from services.metrics_endpoint import serve_metrics
 
 
 def test_port_zero_means_off() -> None:

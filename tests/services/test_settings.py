@@ -38,15 +38,18 @@ def test_distributed_defaults_are_the_paper_constants() -> None:
         "determinism_runs": 2,
     }
     assert {key: getattr(settings, key) for key in paper_table_3} == paper_table_3
-    assert (settings.queue_backend, settings.executor_backend, settings.inference_backend) == ("redis", "docker", "sglang")
+    backends = (settings.queue_backend, settings.executor_backend, settings.inference_backend)
+    assert backends == ("redis", "docker", "sglang")
     assert settings.database_url.startswith("postgresql+psycopg://")
 
 
 def test_embedded_shrinks_sizes_only() -> None:
     embedded, distributed = Settings(profile="embedded"), Settings(profile="distributed")
     assert embedded.batch_size == 2 and embedded.database_url.startswith("sqlite:///")
-    assert (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend) == ("inprocess", "process", "local")
-    algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_eps", "determinism_runs"]
+    backends = (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend)
+    assert backends == ("inprocess", "process", "local")
+    algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_eps",
+                 "determinism_runs"]
     assert [getattr(embedded, k) for k in algorithm] == [getattr(distributed, k) for k in algorithm]
     changed = {k for k in Settings.model_fields if getattr(embedded, k) != getattr(distributed, k)}
     assert changed <= set(PROFILE_DEFAULTS["embedded"]) | {"profile"}

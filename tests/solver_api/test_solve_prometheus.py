@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_scrape import labelled, parse_exposition, scrape
+from throwaway_servers import LoopbackServer
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
@@ -17,8 +19,6 @@ from services.rollouts.solving import check_solution
 from services.settings import Settings
 from solver_api.app import create_solver_app
 from solver_api.prometheus_metrics import SolverMetrics
-from prometheus_scrape import labelled, parse_exposition, scrape
-from throwaway_servers import LoopbackServer
 
 TASK = SolveTask(program="def f(x):\n    return x * 2", input="3", output="6")
 
@@ -74,5 +74,6 @@ def test_solve_route_counts_checked_answers_only(sandbox: Executor) -> None:
     (solutions,) = checked.json()["solutions"]
     expected = Counter("parse_failure" if not s["format_ok"] or s["answer"] is None else "correct" if s["correct"]
                        else s["exec_status"] for s in solutions)
-    counted = {dict(labels)["outcome"]: v for labels, v in labelled(samples, "azr_solver_checked_answers_total").items()}
+    checked = labelled(samples, "azr_solver_checked_answers_total")
+    counted = {dict(labels)["outcome"]: v for labels, v in checked.items()}
     assert counted == dict(expected) and sum(counted.values()) == 3

@@ -5,12 +5,12 @@ from __future__ import annotations
 import httpx
 import pytest
 import redis
+from throwaway_servers import LoopbackServer
 
 from executor_svc.executor import Executor
 from executor_svc.rq_client import RQCodeExecutor
 from services.settings import Settings
 from solver_api.app import create_solver_app
-from throwaway_servers import LoopbackServer
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
+from trainer_episodes import rewarded_pair
 
 from services.records import Episode
 from trainer_svc.batching import collate
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.ppo_update import PolicyTrainer
 from trainer_svc.report import UpdateReport
-from trainer_episodes import rewarded_pair
 
 
 def sequence_logprob(trainer: PolicyTrainer, ep: Episode) -> float:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from trainer_episodes import episode
 
 from services.algorithm.task_types import TASK_GROUPS, Role, TaskType
 from trainer_svc.batch_pool import BatchPool
 from trainer_svc.staleness import split_stale
-from trainer_episodes import episode
 
 
 def group_episodes(per_group: int, start_version: int = 0):
@@ -58,3 +58,16 @@ def test_split_stale_keeps_versions_within_max_staleness() -> None:
     fresh, stale = split_stale(eps, current_version=3, max_staleness=1)
     assert [e.policy_version for e in fresh] == [2, 3] and [e.policy_version for e in stale] == [0, 1]
     assert split_stale(eps, current_version=3, max_staleness=3) == (eps, [])
+
+
+def test_take_removes_exactly_the_named_episodes_in_id_order_with_all_their_deliveries() -> None:
+    pool = BatchPool(per_group=4)
+    eps = group_episodes(1)
+    for i, e in enumerate(eps):
+        pool.add(e, f"d{i}")
+    pool.add(eps[2], "again")  # a redelivery of one of them
+    wanted = {eps[4].id, eps[2].id, "never-delivered"}
+    batch = pool.take(wanted)
+    assert [e.id for e in batch.episodes] == sorted([eps[2].id, eps[4].id])
+    assert sorted(batch.delivery_ids) == sorted(["d2", "again", "d4"])
+    assert len(pool) == 4 and eps[2].id not in pool and eps[0].id in pool

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_episodes import episode
 
 from services.algorithm.task_types import Role, TaskType
 from trainer_svc.batching import BatchError, build_micro_batches, collate, plan_micro_batches, total_response_tokens
-from trainer_episodes import episode
 
 PAD = 0
 

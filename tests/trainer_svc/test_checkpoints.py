@@ -10,12 +10,18 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from trainer_episodes import six_group_batch
 
 from services.settings import Settings
-from trainer_svc.checkpoints import (TRAINER_STATE_FILE, checkpoint_name, latest_checkpoint, list_checkpoints,
-                                     load_trainer_state, save_checkpoint)
+from trainer_svc.checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_trainer_state,
+    save_checkpoint,
+)
 from trainer_svc.resume import checkpoint_trainer, fresh_trainer, load_model_and_tokenizer, restore_trainer
-from trainer_episodes import six_group_batch
 
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -10,16 +10,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from policy_probes import update_on_rewarded_pair
 from safetensors.torch import load_file
+from test_fsdp_update import (
+    SETTINGS,
+    assert_reports_match,
+    assert_same_weights,
+    run_torchrun,
+    with_behaviour_logprobs,
+    write_batch,
+)
+from trainer_episodes import six_group_batch
 from transformers import AutoModelForCausalLM
 
 from services.settings import Settings
 from trainer_svc.ppo_update import PolicyTrainer
 from trainer_svc.resume import fresh_trainer
-from policy_probes import update_on_rewarded_pair
-from trainer_episodes import six_group_batch
-from test_fsdp_update import (SETTINGS, assert_reports_match, assert_same_weights, run_torchrun,
-                              with_behaviour_logprobs, write_batch)
 
 pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CI machines have none)"),
               pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""`torchrun --nproc_per_node 2 -m services trainer` (FSDP, gloo on CPU) on real Redis: two batches consumed,
+"""`torchrun --nproc_per_node 2 -m azr trainer` (FSDP, gloo on CPU) on real Redis: two batches consumed,
 checkpoints v1 and v2 written once by rank 0, policy version 2 published, every delivery acknowledged; a second
 launch resumes on both ranks from v2 and publishes version 3."""
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 import redis
+from trainer_episodes import six_group_batch
+from trainer_processes import redis_trainer_env
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from services.queues import RedisEpisodeQueue
 from trainer_svc.checkpoints import list_checkpoints, load_trainer_state
 from trainer_svc.optimizer_layout import BY_NAME
-from trainer_episodes import six_group_batch
-from trainer_processes import redis_trainer_env
 
 
 def torchrun_trainer(run_id: str, tiny_dir: Path, max_updates: int, env: dict[str, str]) -> str:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "services", "trainer", "--run-id", run_id, "--model", str(tiny_dir), "--no-push",
+               "-m", "azr", "trainer", "--run-id", run_id, "--model", str(tiny_dir), "--no-push",
                "--block-s", "0.2", "--max-updates", str(max_updates)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from trainer_episodes import six_group_batch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from services.records import Episode
@@ -27,7 +28,6 @@ from trainer_svc.checkpoints import load_trainer_state
 from trainer_svc.optimizer_layout import BY_NAME, index_to_name, parameter_names
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.resume import fresh_trainer, restore_trainer
-from trainer_episodes import six_group_batch
 
 SCRIPT = Path(__file__).with_name("fsdp_update_script.py")
 WEIGHT_ATOL = 1e-6
@@ -138,7 +138,8 @@ def test_two_rank_fsdp_update_equals_the_one_process_update(tiny_dir: Path, tmp_
         for key in ("exp_avg", "exp_avg_sq"):
             scale = float(moments[key].abs().max())  # near-zero entries carry the gradients' rounding noise
             torch.testing.assert_close(state.optimizer["state"][name][key], moments[key], rtol=2 * NORM_RTOL,
-                                       atol=2 * NORM_RTOL * scale, msg=lambda m: f"{key} of {name}: {m}")
+                                       atol=2 * NORM_RTOL * scale,
+                                       msg=lambda m, key=key, name=name: f"{key} of {name}: {m}")
 
     model = AutoModelForCausalLM.from_pretrained(v1, local_files_only=True)  # what an inference server loads
     assert type(model).__name__ == "Qwen2ForCausalLM"
@@ -151,3 +152,23 @@ def test_two_rank_fsdp_update_equals_the_one_process_update(tiny_dir: Path, tmp_
     assert resumed is not None and resumed.trainer.step == 1
     resumed.trainer.update(batch2)
     assert_same_weights(resumed.trainer.model.state_dict(), after2, "one process resumed from the 2-rank v1")
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_under_fsdp_recomputes_every_layer_and_keeps_the_update(tiny_dir: Path,
+                                                                                        tmp_path: Path) -> None:
+    """Two ranks with every decoder layer checkpointed before sharding: each layer's insides run twice per pass
+    (forward, then the recomputation in backward, on parameters FSDP gathered again), and the weights equal the
+    one-process trainer's without checkpointing."""
+    chosen = {**SETTINGS, "ppo_epochs": 1}
+    settings = Settings(**chosen, run_root=tmp_path / "runs", run_id="single")
+    batch = six_group_batch(AutoTokenizer.from_pretrained(tiny_dir), 2)
+    single = fresh_trainer(tiny_dir, settings)
+    single.trainer.update(batch)
+    expected = {k: v.detach().clone() for k, v in single.trainer.model.state_dict().items()}
+
+    run_dir = tmp_path / "runs" / "fsdp-ckpt"
+    out = run_torchrun(2, tiny_dir, run_dir, [write_batch(tmp_path / "b.jsonl", batch)], tmp_path / "report.json",
+                       settings={**chosen, "gradient_checkpointing": True})
+    assert out["layer_calls"] > 0 and out["mlp_calls"] == 2 * out["layer_calls"], out
+    assert_same_weights(load_file(run_dir / "checkpoints" / "v000001" / "model.safetensors"), expected, "v1")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_episodes import six_group_batch
 
 from services.records import Episode
 from services.settings import Settings
 from trainer_svc.batching import collate
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.resume import fresh_trainer
-from trainer_episodes import six_group_batch
 
 
 def with_engine_logprobs(batch: list[Episode], value: float | None) -> list[Episode]:

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_episodes import six_group_batch
 
 from services.settings import Settings
-from trainer_svc.optimizer_layout import (BY_INDEX, BY_NAME, index_to_name, load_optimizer_state, name_to_index,
-                                          parameter_names)
+from trainer_svc.optimizer_layout import (
+    BY_INDEX,
+    BY_NAME,
+    index_to_name,
+    load_optimizer_state,
+    name_to_index,
+    parameter_names,
+)
 from trainer_svc.resume import fresh_trainer
-from trainer_episodes import six_group_batch
 
 
 def test_layouts_convert_losslessly_and_either_resumes_bitwise(tiny_dir: Path, cpu_settings: Settings) -> None:

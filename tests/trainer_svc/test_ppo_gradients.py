@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from policy_probes import update_on_rewarded_pair
+from trainer_episodes import episode, six_group_batch, text_ids
 
 from services.algorithm.task_types import Role, TaskType
 from services.settings import Settings
@@ -14,8 +16,6 @@ from trainer_svc.batching import MicroBatch, collate
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.ppo_update import PolicyTrainer, accumulate_gradients
 from trainer_svc.resume import fresh_trainer
-from policy_probes import update_on_rewarded_pair
-from trainer_episodes import episode, six_group_batch, text_ids
 
 CPU = torch.device("cpu")
 
@@ -25,7 +25,8 @@ def trainer_for(tiny_dir: Path, settings: Settings) -> tuple[PolicyTrainer, obje
     return loaded.trainer, loaded.tokenizer
 
 
-def gradients(trainer: PolicyTrainer, micro_batches: list[MicroBatch], entropy_coef: float = 0.0) -> dict[str, torch.Tensor]:
+def gradients(trainer: PolicyTrainer, micro_batches: list[MicroBatch],
+              entropy_coef: float = 0.0) -> dict[str, torch.Tensor]:
     trainer.model.zero_grad(set_to_none=True)
     accumulate_gradients(trainer.model, micro_batches, clip_eps=0.2, entropy_coef=entropy_coef, device=CPU)
     grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}

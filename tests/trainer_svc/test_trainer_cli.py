@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from azr.cli.main import app
 
 
 def test_trainer_command_refuses_the_in_process_queue(monkeypatch, tmp_path) -> None:

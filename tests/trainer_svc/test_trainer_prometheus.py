@@ -15,19 +15,23 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from prometheus_scrape import scrape, value
+from throwaway_servers import free_port
+from trainer_episodes import episode, six_group_batch
 from transformers import AutoTokenizer
 
 from services.metrics_endpoint import serve_metrics
-from services.queues import (InProcessAppliedEpisodeLog, InProcessEpisodeQueue, InProcessPolicyVersionBoard,
-                             RedisEpisodeQueue)
+from services.queues import (
+    InProcessAppliedEpisodeLog,
+    InProcessEpisodeQueue,
+    InProcessPolicyVersionBoard,
+    RedisEpisodeQueue,
+)
 from services.settings import Settings
 from trainer_svc.prometheus_metrics import TrainerMetrics
 from trainer_svc.report import UpdateReport
 from trainer_svc.resume import fresh_trainer
 from trainer_svc.service import TrainerService
-from prometheus_scrape import scrape, value
-from throwaway_servers import free_port
-from trainer_episodes import episode, six_group_batch
 
 
 def run_until_update(service: TrainerService, max_polls: int = 50) -> UpdateReport:
@@ -46,7 +50,7 @@ def test_scrape_after_updates_shows_version_throughput_and_drops(tiny_dir: Path,
     board = InProcessPolicyVersionBoard()
     metrics = TrainerMetrics()
     service = TrainerService(loaded=loaded, settings=settings, queue=queue, applied_log=InProcessAppliedEpisodeLog(),
-                             run_dir=settings.run_dir, publish=board.publish, read_count=7, metrics=metrics)
+                             run_dir=settings.run_dir, board=board, read_count=7, metrics=metrics)
     endpoint = serve_metrics(metrics.registry, free_port(), "127.0.0.1")
     assert endpoint is not None
     url = f"http://127.0.0.1:{endpoint.port}/metrics"
@@ -75,6 +79,9 @@ def test_scrape_after_updates_shows_version_throughput_and_drops(tiny_dir: Path,
     assert value(samples, "azr_trainer_step") == 2
     assert value(samples, "azr_trainer_updates_total") == 2
     assert value(samples, "azr_trainer_checkpoints_total") == 2
+    assert value(samples, "azr_trainer_weight_pushes_total") == 2
+    assert value(samples, "azr_trainer_server_repushes_total") == 0
+    assert value(samples, "azr_trainer_servers_behind") == 0
     assert value(samples, "azr_trainer_episodes_consumed_total") == 12
     assert value(samples, "azr_trainer_stale_episodes_dropped_total") == 6 == second.stale_dropped
     assert value(samples, "azr_trainer_rejected_episodes_total") == 1
@@ -98,8 +105,8 @@ def test_trainer_process_serves_metrics_on_its_port(redis_url: str, tiny_dir: Pa
     port = free_port()
     env = {**os.environ, "AZR_RUN_ROOT": str(tmp_path / "runs"), "AZR_REDIS_URL": redis_url, "AZR_BATCH_SIZE": "1",
            "AZR_DEVICE": "cpu", "AZR_QUEUE_BACKEND": "redis", "AZR_TRAINER_METRICS_PORT": str(port),
-           "AZR_METRICS_ADDRESS": "127.0.0.1"}
-    command = [sys.executable, "-m", "services", "trainer", "--run-id", run_id, "--model", str(tiny_dir),
+           "AZR_METRICS_ADDRESS": "127.0.0.1", "AZR_CHECKPOINT_EVERY": "1"}
+    command = [sys.executable, "-m", "azr", "trainer", "--run-id", run_id, "--model", str(tiny_dir),
                "--no-push", "--block-s", "0.2"]
     url = f"http://127.0.0.1:{port}/metrics"
     trainer = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -95,7 +95,8 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--max-new-tokens", type=int, default=1536)
     parser.add_argument("--max-prompt-tokens", type=int, default=2048)
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=16, help="prompts per generate call (one decoding batch: "
+                        "finished rows leave it, so one long row sets its time; larger batches amortise that)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
@@ -104,7 +105,7 @@ def main() -> None:
 
     io_rows = load_rows(SEEDS / "7b_coder_seed_io.jsonl")
     f_rows = load_rows(SEEDS / "7b_coder_code_f_seed_io.jsonl")
-    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed)
+    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, max_batch_rows=args.batch)
     done: dict[str, int] = {}
     if args.out.exists():
         for row in load_rows(args.out):

@@ -25,7 +25,7 @@ from services.algorithm.response_format import ParseFailure
 from services.algorithm.task_types import Role, TaskType
 
 F = ParseFailure
-D, A, I = TaskType.DEDUCTION, TaskType.ABDUCTION, TaskType.INDUCTION
+D, A, IND = TaskType.DEDUCTION, TaskType.ABDUCTION, TaskType.INDUCTION
 P, S = Role.PROPOSE, Role.SOLVE
 FENCE = "```"
 
@@ -125,7 +125,7 @@ def inputs(count: int, start: int = 0) -> str:
 
 def test_the_last_n_inputs_and_the_first_message() -> None:
     answer = block("input", "'example'") + inputs(10) + block("message", " first ") + block("message", "second")
-    result = extract(I, P, answer, num_inputs=10)
+    result = extract(IND, P, answer, num_inputs=10)
     assert result == InductionProposal(tuple(str(k) for k in range(10)), "first")
 
 
@@ -134,12 +134,12 @@ def test_the_last_n_inputs_and_the_first_message() -> None:
     ("# Message: sort it", "sort it"),  # accepted now, refused before
 ])
 def test_message_fallbacks(message: str, text: str) -> None:
-    result = extract(I, P, inputs(10) + "\n" + message, num_inputs=10)
+    result = extract(IND, P, inputs(10) + "\n" + message, num_inputs=10)
     assert isinstance(result, InductionProposal) and result.message == text
 
 
 def test_empty_input_blocks_count_like_the_authors() -> None:
-    result = extract(I, P, inputs(9) + block("input", "") + block("message", "m"), num_inputs=10)
+    result = extract(IND, P, inputs(9) + block("input", "") + block("message", "m"), num_inputs=10)
     assert isinstance(result, InductionProposal) and result.inputs[-1] == ""
 
 
@@ -149,7 +149,7 @@ def test_empty_input_blocks_count_like_the_authors() -> None:
     (inputs(10), F.MISSING_MESSAGE),
 ])
 def test_induction_proposer_failures(answer: str, reason: ParseFailure) -> None:
-    result = extract(I, P, answer, num_inputs=10)
+    result = extract(IND, P, answer, num_inputs=10)
     assert isinstance(result, ParseFailed) and result.reason is reason
 
 
@@ -190,10 +190,10 @@ def test_the_call_rule_matches_any_word_ending_in_input() -> None:
 
 def test_the_induction_answer_is_the_last_block_of_any_tag() -> None:
     answer = block("python", "def f(x):\n    return x") + "\n" + block("python", "def f(x):\n    return 2 * x")
-    assert extract(I, S, answer) == InductionSolution("def f(x):\n    return 2 * x")
-    assert extract(I, S, block("python", "def f(x): return x") + block("output", "4")) == InductionSolution(
+    assert extract(IND, S, answer) == InductionSolution("def f(x):\n    return 2 * x")
+    assert extract(IND, S, block("python", "def f(x): return x") + block("output", "4")) == InductionSolution(
         "output\n4")  # the last fence pair wins, whatever its tag
-    result = extract(I, S, "def f(x): return x")
+    result = extract(IND, S, "def f(x): return x")
     assert isinstance(result, ParseFailed) and result.reason is F.MISSING_CODE_BLOCK
 
 
@@ -216,19 +216,19 @@ def test_the_deciding_failure_depends_on_the_role() -> None:
     unformatted = "thinking forever <answer>no code"
     proposer = read_response(D, P, unformatted)
     assert proposer.failure is F.MISSING_CODE_BLOCK  # nothing to validate comes first
-    solver = read_response(I, S, unformatted)
+    solver = read_response(IND, S, unformatted)
     assert solver.failure is F.NO_THINK  # a solver's format error comes first
 
 
 def test_learnability_answers_ignore_the_format() -> None:
     assert learnability_answer(D, "no think tags <answer>```output\n3\n```") == "3"
     assert learnability_answer(A, "nothing at all") == ""
-    assert learnability_answer(I, "<answer>no block</answer>") is None
+    assert learnability_answer(IND, "<answer>no block</answer>") is None
 
 
 def test_num_inputs_must_be_positive() -> None:
     with pytest.raises(ValueError):
-        extract(I, P, "", num_inputs=0)
+        extract(IND, P, "", num_inputs=0)
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -52,7 +52,7 @@ ONE_MORE_STATEMENT = "def f(x):\n    y = 1\n    return x"
 def naive_forest_distance(f: tuple[LabeledTree, ...], g: tuple[LabeledTree, ...]) -> int:
     """The textbook recursion on forests (rightmost roots v, w), memoised: the oracle for Zhang–Shasha."""
 
-    @lru_cache(maxsize=None)
+    @cache
     def distance(a: tuple[LabeledTree, ...], b: tuple[LabeledTree, ...]) -> int:
         if not a and not b:
             return 0
@@ -310,7 +310,8 @@ def test_task_metrics_reports_reasons_instead_of_raising() -> None:
         "\x00",
         "x = " + "-" * 1000 + "1",  # parses, but radon's recursive visitor overflows
         "x = " + "(" * 300 + "1" + ")" * 300,  # too deeply nested for the parser
-        "def f(x):\n    match x:\n        case [a, *b]:\n            return a\n        case {'k': v}:\n            return v\n",
+        "def f(x):\n    match x:\n        case [a, *b]:\n            return a\n"
+        "        case {'k': v}:\n            return v\n",
         "async def f(x):\n    async with x as y:\n        return [z async for z in y]\n",
         "def f(x: 'ñ') -> str:\n    return f'{x!r:>{10}}' + \"\\u00e9\"\n",
         "lambda: (yield)",

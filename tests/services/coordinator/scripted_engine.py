@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from services.ports import Completion, SamplingParams
 

@@ -4,26 +4,26 @@ knows which proposals are valid. The scrape must agree with the step's metrics l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from prometheus_scrape import labelled, scrape, value
+from scripted_engine import ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1, solve_induction
+from throwaway_servers import free_port
 
 from executor_svc.executor import Executor
 from executor_svc.prometheus_metrics import ExecutorMetrics
 from services.algorithm.task_types import Role, TaskType
+from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.loop import LoopOptions, SelfPlayLoop
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
-from services.coordinator.rollout_port import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
 from services.metrics_endpoint import MetricsEndpoint, serve_metrics
 from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
 from services.store import open_store
-from prometheus_scrape import labelled, scrape, value
-from scripted_engine import (ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1,
-                             solve_induction)
-from throwaway_servers import free_port
 
 B = 2
 

@@ -13,8 +13,8 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -39,7 +39,7 @@ class Stack:
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{name}.log", "wb")
-        process = subprocess.Popen([sys.executable, "-m", "services", *args], env=self.env, cwd=self.env["PWD"],
+        process = subprocess.Popen([sys.executable, "-m", "azr", *args], env=self.env, cwd=self.env["PWD"],
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[name] = process
         return process
@@ -51,7 +51,7 @@ class Stack:
         for process in self.processes.values():
             if process.poll() is None:
                 process.terminate()
-        for name, process in self.processes.items():
+        for process in self.processes.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -78,6 +78,7 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
                "AZR_EXECUTOR_BACKEND": "process", "AZR_EXECUTOR_WORKERS": "1", "AZR_MODEL": "tiny",
                "AZR_BATCH_SIZE": str(B), "AZR_MAX_RESPONSE_TOKENS": "16", "AZR_LEARNABILITY_SAMPLES": "2",
                "AZR_SEED_MAX_ROUNDS": "1", "AZR_MAX_STALENESS": "0", "AZR_MICRO_BATCH_SIZE": "4",
+               "AZR_CHECKPOINT_EVERY": "1",
                "AZR_SGLANG_URLS": json.dumps([f"http://127.0.0.1:{ports['inference']}"]),
                "AZR_PROPOSER_URL": f"http://127.0.0.1:{ports['proposer']}",
                "AZR_SOLVER_URL": f"http://127.0.0.1:{ports['solver']}",
@@ -86,7 +87,7 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
         (tmp_path / "logs").mkdir()
         services = Stack(env, tmp_path / "logs")
         try:
-            assert subprocess.run([sys.executable, "-m", "services", "db", "upgrade"], env=env, cwd=tmp_path,
+            assert subprocess.run([sys.executable, "-m", "azr", "db", "upgrade"], env=env, cwd=tmp_path,
                                   capture_output=True, timeout=120).returncode == 0
             services.start("worker", "worker", "executor")
             services.start("inference", "serve", "inference", "--port", str(ports["inference"]), "--model", "tiny")
@@ -94,7 +95,7 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
             services.start("proposer", "serve", "proposer", "--port", str(ports["proposer"]))
             services.start("solver", "serve", "solver", "--port", str(ports["solver"]))
             for name in ("proposer", "solver"):
-                wait_for(lambda: ready(f"http://127.0.0.1:{ports[name]}/readyz"), 180, f"{name} API")
+                wait_for(lambda name=name: ready(f"http://127.0.0.1:{ports[name]}/readyz"), 180, f"{name} API")
             services.start("trainer", "trainer", "--max-updates", "2", "--block-s", "0.5")
             yield services, database_url
         except BaseException:

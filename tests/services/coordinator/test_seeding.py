@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from scripted_engine import ScriptedEngine, fenced, r1
@@ -12,7 +12,7 @@ from test_step import SCRIPTS
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
-from services.coordinator.rollout_port import EngineRollouts
+from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.seeding import seed_buffers
 from services.coordinator.step import StepConfig
 from services.records import TripletSource
@@ -46,7 +46,8 @@ def test_seeding_fills_every_buffer_with_seed_entries(tmp_path: Path, executor: 
 
 
 def test_seeding_gives_up_after_max_rounds_and_says_so(tmp_path: Path, executor: Executor) -> None:
-    never_valid = dict(SCRIPTS, **{kind: (lambda _i, _s: "no template") for kind in SCRIPTS if kind.startswith("propose")})
+    never_valid = dict(SCRIPTS, **{kind: (lambda _i, _s: "no template") for kind in SCRIPTS
+                                   if kind.startswith("propose")})
     store = open_store(f"sqlite:///{tmp_path / 'b.sqlite3'}", create=True)
     engine = ScriptedEngine(never_valid)
     report = seed_buffers(store=store, executor=executor, rollouts=EngineRollouts(engine), config=CONFIG,
@@ -59,13 +60,15 @@ def test_seeding_gives_up_after_max_rounds_and_says_so(tmp_path: Path, executor:
 
 
 def test_seeding_reports_each_round_and_names_its_bound_when_it_gives_up(tmp_path: Path, executor: Executor) -> None:
-    never_valid = dict(SCRIPTS, **{kind: (lambda _i, _s: "no template") for kind in SCRIPTS if kind.startswith("propose")})
+    never_valid = dict(SCRIPTS, **{kind: (lambda _i, _s: "no template") for kind in SCRIPTS
+                                   if kind.startswith("propose")})
     store = open_store(f"sqlite:///{tmp_path / 'b.sqlite3'}", create=True)
     lines: list[str] = []
     report = seed_buffers(store=store, executor=executor, rollouts=EngineRollouts(ScriptedEngine(never_valid)),
                           config=CONFIG, target=4, max_rounds=3, rng=random.Random(1), progress=lines.append)
     round_lines = [line for line in lines if line.startswith("seeding D_ded/D_abd round")]
-    assert len(round_lines) == 3 and "round 3 (at most 3)" in round_lines[-1] and "0/4 proposals valid" in round_lines[0]
+    assert len(round_lines) == 3 and "round 3 (at most 3)" in round_lines[-1]
+    assert "0/4 proposals valid" in round_lines[0]
     assert "AZR_SEED_MAX_ROUNDS=3" in report["gave_up"] and lines[-1] == report["gave_up"]
     store.close()
 

@@ -7,21 +7,20 @@ are right, and can check every reward of Eq 4-6 and every episode the step publi
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from scripted_engine import ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1, solve_induction
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.rollout_port import EngineRollouts
+from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.queues import InProcessEpisodeQueue
 from services.records import TripletSource
 from services.rollouts.solving import check_answer, read_answer, solve_task_from_entry
 from services.store import open_store
-from scripted_engine import (ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1,
-                             solve_induction)
 
 B = 2
 LEARN_N = 8

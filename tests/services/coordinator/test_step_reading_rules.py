@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 from scripted_engine import ScriptedEngine, block, fenced, propose_induction, r1, solve_induction
@@ -20,7 +21,7 @@ from scripted_engine import ScriptedEngine, block, fenced, propose_induction, r1
 from executor_svc.executor import Executor
 from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.rollout_port import EngineRollouts
+from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.execution import CheckResult, ExecStatus, ValidationResult
 from services.queues import InProcessEpisodeQueue

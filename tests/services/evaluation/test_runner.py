@@ -5,8 +5,8 @@ coordinator's periodic evaluation."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 from scripted_engine import ScriptedEngine, block, fenced, r1
@@ -14,15 +14,15 @@ from throwaway_servers import LoopbackServer
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
+from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.http_rollouts import HttpRollouts
-from services.coordinator.rollout_port import EngineRollouts, greedy_sampling
 from services.evaluation.cruxeval import CruxRow, Split
 from services.evaluation.dataset import load_rows
 from services.evaluation.periodic import PeriodicEvaluation
 from services.evaluation.runner import run_cruxeval
-from services.ports import Completion, SamplingParams
+from services.ports import Completion, SamplingParams, greedy_sampling
 from services.records import SolveTask
-from services.rollouts.wire import MAX_TASKS_PER_REQUEST
+from services.rollouts.http_schemas import MAX_TASKS_PER_REQUEST
 from services.settings import Settings
 from solver_api.app import create_solver_app
 

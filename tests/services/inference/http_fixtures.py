@@ -3,76 +3,33 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import httpx
+from inference_servers import InferenceServerProcess, free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class InferenceServerProcess:
-    """`python -m services serve inference --model tiny` on a loopback port, killed on stop()."""
-
-    def __init__(self, model: str = "tiny") -> None:
-        """Start it; call wait_ready() before use."""
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"azr-inference-{self.port}.log", "w+b")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "services", "serve", "inference", "--model", model, "--port", str(self.port)],
-            cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT)
-
-    def wait_ready(self, timeout_s: float = 180.0) -> None:
-        """Block until /healthz answers; RuntimeError with the server log if it died or never came up."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        self.log.seek(0)
-        raise RuntimeError(f"inference server did not come up: {self.log.read().decode(errors='replace')[-3000:]}")
-
-    def stop(self) -> None:
-        """Terminate the server process (only this one)."""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+__all__ = ["InferenceServerProcess", "ScriptedProxy", "free_port"]
 
 
 class ScriptedProxy:
     """A real HTTP server in front of an upstream server that misbehaves on cue.
 
     `script` says what to do with each successive POST /generate: "500" answers HTTP 500 without forwarding,
-    "abort-first" forwards and rewrites the first returned item's finish_reason to abort, "pass" forwards as is
-    (also what happens once the script is used up). Every /generate body it receives is kept in `bodies`.
+    "abort-first" forwards and rewrites the first returned item's finish_reason to abort, "abort-half" forwards and
+    turns the first returned item into what an abort-mode pause returns mid-generation (finish_reason abort, only
+    the first half of its output ids, logprobs and text), "slow" waits `slow_s` seconds before forwarding (longer
+    than a client's timeout), "pass" forwards as is (also what happens once the script is used up). Every /generate
+    body it receives is kept in `bodies`, in arrival order, and every answered one with its reply in `exchanges`
+    (body, items as a list), in the order the replies went out.
     """
 
-    def __init__(self, upstream: str, script: list[str]) -> None:
+    def __init__(self, upstream: str, script: list[str], slow_s: float = 3.0) -> None:
         """Start serving on a free loopback port."""
-        self.upstream, self.script, self.bodies = upstream, list(script), []
+        self.upstream, self.script, self.bodies, self.slow_s = upstream, list(script), [], slow_s
+        self.exchanges: list[tuple[dict, list[dict]]] = []
+        self.lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,14 +40,28 @@ class ScriptedProxy:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 action = "pass"
                 if self.path == "/generate":
-                    proxy.bodies.append(body)
-                    action = proxy.script.pop(0) if proxy.script else "pass"
+                    with proxy.lock:
+                        proxy.bodies.append(body)
+                        action = proxy.script.pop(0) if proxy.script else "pass"
                 if action == "500":
                     return self._reply(500, {"object": "error", "message": "scripted failure"})
+                if action == "slow":
+                    time.sleep(proxy.slow_s)
                 answer = httpx.post(proxy.upstream + self.path, json=body, timeout=120)
                 payload = answer.json()
                 if action == "abort-first":
                     payload[0]["meta_info"]["finish_reason"] = {"type": "abort", "message": "scripted abort"}
+                if action == "abort-half":
+                    first, half = payload[0], len(payload[0]["output_ids"]) // 2
+                    first["output_ids"] = first["output_ids"][:half]
+                    meta = first["meta_info"]
+                    meta["output_token_logprobs"] = meta["output_token_logprobs"][:half]
+                    meta["completion_tokens"] = half
+                    meta["finish_reason"] = {"type": "abort", "message": "scripted abort"}
+                    first["text"] = ""  # the client must not rely on an aborted piece's text
+                if self.path == "/generate" and answer.status_code == 200:
+                    with proxy.lock:
+                        proxy.exchanges.append((body, payload if isinstance(payload, list) else [payload]))
                 self._reply(answer.status_code, payload)
 
             def do_GET(self) -> None:  # noqa: N802
@@ -99,11 +70,14 @@ class ScriptedProxy:
 
             def _reply(self, status: int, payload: object) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out ("slow") and left
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

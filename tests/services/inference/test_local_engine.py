@@ -161,3 +161,21 @@ def test_top_k_one_is_greedy(tiny_engine: LocalEngine, prompts: list[list[int]])
 def test_model_on_cpu_in_float32(tiny_engine: LocalEngine) -> None:
     assert tiny_engine.device == torch.device("cpu")
     assert tiny_engine.model_info()["dtype"] == "float32"
+
+
+def test_decode_progress_reports_each_step_and_ends_with_no_live_row(tiny_engine: LocalEngine,
+                                                                    prompts: list[list[int]]) -> None:
+    """The live display's feed: one report per step, tokens counted, and a last report with no row decoding, also
+    when every row runs to the length limit (no EOS)."""
+    from services.inference.decoding import DecodeProgress
+
+    seen: list[DecodeProgress] = []
+    tiny_engine.on_decode_step = seen.append
+    try:
+        out = tiny_engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=1.0, n=2, stop=[]))
+    finally:
+        tiny_engine.on_decode_step = None
+    produced = sum(len(c.output_ids) for group in out for c in group)
+    assert [p.step for p in seen] == list(range(1, len(seen) + 1)) and len(seen) <= 6
+    assert seen[-1].live == 0 and seen[-1].tokens == produced and seen[0].rows == 4
+    assert all(p.live > 0 for p in seen[:-1])

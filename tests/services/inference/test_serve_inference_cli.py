@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from azr.cli.main import app
 
 
 def test_unknown_model_exits_with_the_reason(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest
@@ -11,8 +11,9 @@ from http_fixtures import InferenceServerProcess, ScriptedProxy
 
 from services.algorithm.prompts import deduction_solver_prompt
 from services.inference.local_engine import LocalEngine
-from services.inference.sglang_client import SGLangClient
+from services.inference.sglang_client import SGLangClient, oldest_version, resume_seed
 from services.ports import InferenceError, SamplingParams
+from services.settings import Settings
 
 pytestmark = pytest.mark.slow  # two server processes load torch + the tiny model (~10 s)
 
@@ -117,8 +118,8 @@ def test_load_balancing_spreads_a_batch_over_servers(servers: list[InferenceServ
     tagged = httpx.post(servers[1].url + "/update_weights_from_disk",
                         json={"model_path": str(tiny_dir), "weight_version": "second"}, timeout=60)
     assert tagged.status_code == 200 and tagged.json()["success"] is True
-    both = SGLangClient([s.url for s in servers], tiny_dir, timeout=120)
-    try:
+    both = SGLangClient([s.url for s in servers], tiny_dir, timeout=120, max_rows_per_request=3)
+    try:  # two chunks of three, one per server
         out = both.generate(prompts + prompts, SamplingParams(max_new_tokens=4, temperature=0))
         versions = [group[0].weight_version for group in out]
         assert set(versions) == {"0", "second"}
@@ -147,7 +148,7 @@ def test_a_dead_server_is_skipped(servers: list[InferenceServerProcess], tiny_di
 def test_5xx_then_abort_are_retried(servers: list[InferenceServerProcess], tiny_dir: Path,
                                     prompts: list[list[int]]) -> None:
     proxy = ScriptedProxy(servers[0].url, ["500", "abort-first", "pass"])
-    flaky = SGLangClient([proxy.url], tiny_dir, timeout=60, retries=2, backoff_s=0.01)
+    flaky = SGLangClient([proxy.url], tiny_dir, timeout=60, retries=2, backoff_s=0.01, resume_aborted=False)
     try:
         out = flaky.generate(prompts[:2], SamplingParams(max_new_tokens=5, temperature=1.0, n=2, seed=9))
         assert [len(g) for g in out] == [2, 2]
@@ -159,8 +160,41 @@ def test_5xx_then_abort_are_retried(servers: list[InferenceServerProcess], tiny_
         assert [p["sampling_seed"] for p in proxy.bodies[1]["sampling_params"]] == [9, 10, 11, 12]
         assert proxy.bodies[2]["input_ids"] == [prompts[0]]
         assert [(p["n"], p["sampling_seed"]) for p in proxy.bodies[2]["sampling_params"]] == [(1, 9)]
+        stats = flaky.abort_stats
+        assert (stats.samples, stats.lost, stats.tokens, stats.resumed) == (1, 1, 5, 0)
     finally:
         flaky.close()
+        proxy.close()
+
+
+def test_an_aborted_sample_is_resumed_from_the_tokens_it_had(servers: list[InferenceServerProcess], tiny_dir: Path,
+                                                             prompts: list[list[int]],
+                                                             tiny_engine: LocalEngine) -> None:
+    """The first sample comes back aborted after 4 of its 8 tokens: the client re-posts prompt + those 4 tokens for
+    the 4 left, with a fresh seed derived from its own, and joins the two pieces into one sample."""
+    proxy = ScriptedProxy(servers[0].url, ["abort-half"])
+    resuming = SGLangClient([proxy.url], tiny_dir, timeout=60, retries=2, backoff_s=0.01)
+    try:
+        out = resuming.generate(prompts[:2], SamplingParams(max_new_tokens=8, temperature=1.0, n=2, seed=9))
+        (first_body, first_items), (second_body, second_items) = proxy.exchanges
+        prefix = first_items[0]["output_ids"]
+        assert len(prefix) == 4
+        assert second_body["input_ids"] == [prompts[0] + prefix]
+        assert [(p["n"], p["max_new_tokens"], p["sampling_seed"]) for p in second_body["sampling_params"]] == [
+            (1, 4, resume_seed(9, 4))]
+        sample = out[0][0]
+        assert sample.output_ids == prefix + second_items[0]["output_ids"] and len(sample.output_ids) == 8
+        assert sample.logprobs == [lp for lp, _, _ in first_items[0]["meta_info"]["output_token_logprobs"] +
+                                   second_items[0]["meta_info"]["output_token_logprobs"]]
+        # Same weights on both sides: the joined behaviour logprobs are the teacher-forced ones of the whole sample.
+        assert sample.logprobs == pytest.approx(tiny_engine.forward_logprobs(prompts[0], sample.output_ids), abs=1e-4)
+        assert sample.text == resuming.decode(sample.output_ids) and sample.finish_reason == "length"
+        assert sample.weight_version == "0"
+        assert [c.output_ids for g in out for c in g][1:] == [item["output_ids"] for item in first_items[1:]]
+        stats = resuming.abort_stats
+        assert (stats.resumed, stats.resumed_tokens, stats.samples, stats.lost, stats.tokens) == (1, 4, 0, 0, 0)
+    finally:
+        resuming.close()
         proxy.close()
 
 
@@ -209,3 +243,171 @@ def test_single_prompt_text_input_and_health(servers: list[InferenceServerProces
     finally:
         assert httpx.post(url + "/continue_generation", json={}).status_code == 200
     assert httpx.get(url + "/health", timeout=30).status_code == 200
+
+
+def test_a_batch_travels_in_bounded_chunks_and_a_timeout_resends_only_its_chunk(
+        servers: list[InferenceServerProcess], tiny_dir: Path, prompts: list[list[int]]) -> None:
+    """At most 2 samples per request; the first request outlives the 1 s timeout: that chunk alone is sent again."""
+    proxy = ScriptedProxy(servers[0].url, ["slow"], slow_s=3.0)
+    chunked = SGLangClient([proxy.url], tiny_dir, timeout=1.0, retries=2, backoff_s=0.01, max_rows_per_request=2,
+                           max_concurrent_requests=1)
+    direct = SGLangClient([servers[0].url], tiny_dir, timeout=60)
+    greedy = SamplingParams(max_new_tokens=4, temperature=0)
+    try:
+        out = chunked.generate(prompts, greedy)
+        assert [[c.output_ids for c in g] for g in out] == [[c.output_ids for c in g] for g in
+                                                             direct.generate(prompts, greedy)]
+        sent = [body["input_ids"] for body in proxy.bodies]
+        assert sent == [prompts[:2], prompts[:2], prompts[2:]], "the timed-out chunk resent alone, never the batch"
+    finally:
+        chunked.close()
+        direct.close()
+        proxy.close()
+
+
+def test_the_client_takes_its_timeout_chunking_and_admin_key_from_the_settings(tiny_dir: Path) -> None:
+    settings = Settings(sglang_urls=["http://127.0.0.1:9"], sglang_request_timeout_s=7.5,
+                        sglang_max_rows_per_request=4, sglang_max_concurrent_requests=3,
+                        sglang_admin_api_key="k3y")
+    client = SGLangClient.from_settings(settings, tiny_dir)
+    try:
+        assert client._http.timeout.read == 7.5 and client.max_concurrent_requests == 3
+        assert client.chunk_bounds(10, 1) == [(0, 4), (4, 8), (8, 10)]
+        assert client.chunk_bounds(3, 2) == [(0, 2), (2, 3)]  # a prompt's n samples stay together
+        assert client.chunk_bounds(2, 8) == [(0, 1), (1, 2)]  # n above the cap: one prompt per request
+        assert client.control.headers_for("/update_weights_from_disk") == {"Authorization": "Bearer k3y"}
+        assert client.control.headers_for("/generate") == {} and client.control.headers_for("/model_info") == {}
+    finally:
+        client.close()
+
+
+def _push_during_generation(server: InferenceServerProcess, tiny_dir: Path, perturbed_dir: Path,
+                            resume: bool) -> tuple[list[list[int]], list, SGLangClient, ScriptedProxy]:
+    """Twelve distinct prompts (one sample each, 48 tokens, 2 per request, 4 requests in flight) generated through a
+    recording proxy while a pusher pushes the perturbed weights under new versions until a push has hit a sample
+    that had tokens. Returns the prompts, the completions, the client (closed) and the proxy (closed)."""
+    import threading
+    import time
+
+    proxy = ScriptedProxy(server.url, [])
+    client = SGLangClient([proxy.url], tiny_dir, timeout=120, retries=6, backoff_s=0.05, max_rows_per_request=2,
+                          max_concurrent_requests=4, resume_aborted=resume, max_resumes=5)
+    pusher = SGLangClient([server.url], tiny_dir, timeout=120)
+    batch = [client.prompt_ids(deduction_solver_prompt("def f(x):\n    return x + 1", str(i))) for i in range(12)]
+    sampling = SamplingParams(max_new_tokens=48, temperature=1.0, seed=5)
+    result: list = []
+    generating = threading.Thread(target=lambda: result.append(client.generate(batch, sampling)))
+    try:
+        generating.start()
+        pushes = 0
+        stats = client.abort_stats
+        while generating.is_alive() and stats.tokens + stats.resumed_tokens == 0 and pushes < 20:
+            time.sleep(0.2)  # let decoding get going: back-to-back pushes abort every sample before its first token
+            pusher.update_weights(str(perturbed_dir), pushes + 1)
+            pushes += 1
+        generating.join(timeout=300)
+        assert not generating.is_alive() and result
+    finally:
+        pusher.update_weights(str(tiny_dir), 0)
+        client.close()
+        pusher.close()
+        proxy.close()
+    return batch, result[0], client, proxy
+
+
+def _chains(batch: list[list[int]], proxy: ScriptedProxy) -> dict[int, list[tuple[list[int], dict, dict]]]:
+    """Per prompt, the (input_ids, sampling_params, returned item) of every request row for it, in order."""
+    chains: dict[int, list[tuple[list[int], dict, dict]]] = {i: [] for i in range(len(batch))}
+    for body, items in proxy.exchanges:
+        params = body["sampling_params"]
+        for row, (ids, item) in enumerate(zip(body["input_ids"], items)):
+            owner = max((i for i, prompt in enumerate(batch) if ids[:len(prompt)] == prompt),
+                        key=lambda i: len(batch[i]))
+            chains[owner].append((ids, params[row] if isinstance(params, list) else params, item))
+    return chains
+
+
+def test_a_weight_push_during_generation_resumes_in_flight_samples(
+        servers: list[InferenceServerProcess], tiny_dir: Path, perturbed_dir: Path) -> None:
+    """Resumption on (the default): the samples in flight when a push pauses the server come back aborted with the
+    tokens they had; the client continues each from there, so every sample finishes (stop or length), no generated
+    token is thrown away, and a resumed sample is its pieces joined, tagged with the oldest weight version."""
+    batch, out, client, proxy = _push_during_generation(servers[0], tiny_dir, perturbed_dir, resume=True)
+    assert [len(group) for group in out] == [1] * len(batch)
+    assert all(c.finish_reason in ("stop", "length") for group in out for c in group)
+    assert all(len(c.logprobs) == len(c.output_ids) for group in out for c in group)
+    stats = client.abort_stats
+    assert stats.resumed >= 1 and stats.resumed_tokens >= 1, "a push while chunks were in flight resumed none"
+    assert stats.tokens == 0 and stats.lost == 0, "resumption on, yet generated tokens were thrown away"
+    spanning = 0
+    for index, chain in _chains(batch, proxy).items():
+        ids: list[int] = []
+        logprobs: list[float] = []
+        versions: list[str] = []
+        for sent, params, item in chain:  # each request continues exactly where the previous piece stopped
+            assert sent == batch[index] + ids and params["max_new_tokens"] == 48 - len(ids)
+            ids += item["output_ids"]
+            logprobs += [lp for lp, _, _ in item["meta_info"]["output_token_logprobs"]]
+            versions += [item["meta_info"]["weight_version"]] if item["output_ids"] else []
+        assert chain[-1][2]["meta_info"]["finish_reason"]["type"] != "abort"
+        sample = out[index][0]
+        assert (sample.output_ids, sample.logprobs) == (ids, logprobs)  # prefix + continuation(s)
+        assert sample.weight_version == oldest_version(versions or [chain[-1][2]["meta_info"]["weight_version"]])
+        if len(set(versions)) > 1:
+            spanning += 1
+            assert sample.weight_version == min(versions, key=int) and sample.text == client.decode(ids)
+    assert stats.mixed_versions == spanning
+    assert spanning >= 1, "no resumed sample spans two weight versions: the push did not land mid-sample"
+
+
+def test_without_resumption_a_push_throws_in_flight_samples_away_and_asks_again(
+        servers: list[InferenceServerProcess], tiny_dir: Path, perturbed_dir: Path) -> None:
+    """Resumption off (the behaviour before it existed): aborted samples are asked for again from their prompt with
+    their own seed; `abort_stats` counts exactly the aborted samples and the tokens they had generated."""
+    batch, out, client, proxy = _push_during_generation(servers[0], tiny_dir, perturbed_dir, resume=False)
+    assert [len(group) for group in out] == [1] * len(batch)
+    assert all(c.finish_reason in ("stop", "length") for group in out for c in group)
+    aborted = [item for _, items in proxy.exchanges for item in items
+               if item["meta_info"]["finish_reason"]["type"] == "abort"]
+    stats = client.abort_stats
+    assert stats.samples == len(aborted) >= 1, "a push while chunks were in flight aborted none"
+    assert stats.tokens == sum(len(item["output_ids"]) for item in aborted) >= 1
+    assert stats.lost == sum(1 for item in aborted if item["output_ids"]) >= 1
+    assert (stats.resumed, stats.resumed_tokens, stats.mixed_versions) == (0, 0, 0)
+    for index, chain in _chains(batch, proxy).items():
+        assert all(sent == batch[index] for sent, _, _ in chain)  # never a continuation
+        assert all(params["sampling_seed"] == 5 + index for _, params, _ in chain)
+        assert out[index][0].output_ids == chain[-1][2]["output_ids"]  # the last, unaborted answer alone
+
+
+def test_control_endpoints_need_the_admin_key_when_the_server_has_one(tiny_dir: Path, perturbed_dir: Path,
+                                                                      prompts: list[list[int]]) -> None:
+    """`azr serve inference` with AZR_SGLANG_ADMIN_API_KEY guards pause / update / continue as SGLang's
+    --admin-api-key does; generation and /model_info stay open; the client sends the key only where it is needed."""
+    server = InferenceServerProcess(env={"AZR_SGLANG_ADMIN_API_KEY": "s3cret"})
+    clients: list[SGLangClient] = []
+    try:
+        server.wait_ready()
+        url = server.url
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            for path in ("/pause_generation", "/continue_generation", "/update_weights_from_disk"):
+                refused = httpx.post(url + path, json={"model_path": str(perturbed_dir)}, headers=headers)
+                assert refused.status_code == 401, (path, headers, refused.text)
+        assert httpx.get(url + "/model_info").status_code == 200
+        assert httpx.post(url + "/generate", json={"input_ids": prompts[0],
+                                                   "sampling_params": {"max_new_tokens": 2}}).status_code == 200
+        keyless, wrong, keyed = (SGLangClient([url], tiny_dir, timeout=60, admin_api_key=key)
+                                 for key in (None, "wrong", "s3cret"))
+        clients += [keyless, wrong, keyed]
+        with pytest.raises(InferenceError, match="admin API key was missing"):
+            keyless.update_weights(str(perturbed_dir), 1)
+        with pytest.raises(InferenceError, match="admin API key was refused"):
+            wrong.update_weights(str(perturbed_dir), 1)
+        assert keyed.weight_version() == "0" and keyed.health() == {url: True}  # nothing was left paused
+        keyed.update_weights(str(perturbed_dir), 1)
+        assert keyless.weight_version() == "1"
+        assert [len(g) for g in keyless.generate(prompts[:2], SamplingParams(max_new_tokens=2))] == [1, 1]
+    finally:
+        for client in clients:
+            client.close()
+        server.stop()

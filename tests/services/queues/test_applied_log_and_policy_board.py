@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
+from services.ports import PolicyVersionRegression
 from services.queues import (
     InProcessAppliedEpisodeLog,
     InProcessEpisodeQueue,
     InProcessPolicyVersionBoard,
-    PolicyVersionRegression,
     RedisAppliedEpisodeLog,
     RedisEpisodeQueue,
     RedisPolicyVersionBoard,
@@ -98,6 +98,19 @@ def test_policy_version_moves_forward_only(settings_and_client) -> None:
     with pytest.raises(ValueError):
         board.publish(-1)
     assert reader.current() == 3
+
+
+def test_a_restored_trainer_rewinds_the_version_and_publishing_goes_forward_from_there(settings_and_client) -> None:
+    settings, client = settings_and_client
+    board = open_policy_version_board(settings, client)
+    reader = open_policy_version_board(settings, client) if client is not None else board
+    board.publish(5)
+    assert board.rewind(3) == 3 and reader.current() == 3
+    assert board.publish(4) == 4 and reader.current() == 4
+    with pytest.raises(PolicyVersionRegression):
+        board.publish(3)
+    with pytest.raises(ValueError):
+        board.rewind(-1)
 
 
 def test_redis_policy_version_is_announced_on_its_channel(redis_client, run_id) -> None:

@@ -32,7 +32,8 @@ DOOMED_TRAINER = textwrap.dedent("""
 """)
 
 
-def test_sigkilled_consumer_process_gets_its_episodes_redelivered_and_deduplicated(redis_client, redis_url, run_id, make_episodes) -> None:
+def test_sigkilled_consumer_process_gets_its_episodes_redelivered_and_deduplicated(redis_client, redis_url, run_id,
+                                                                                   make_episodes) -> None:
     queue = RedisEpisodeQueue(redis_client, run_id, claim_after_s=0.5)
     log = RedisAppliedEpisodeLog(redis_client, run_id)
     episodes = make_episodes(6)
@@ -55,7 +56,8 @@ def test_sigkilled_consumer_process_gets_its_episodes_redelivered_and_deduplicat
     assert (queue.pending(), queue.depth()) == (0, 0)
 
 
-def test_malformed_entries_are_dead_lettered_with_a_reason_and_acknowledged(redis_client, run_id, make_episodes) -> None:
+def test_malformed_entries_are_dead_lettered_with_a_reason_and_acknowledged(redis_client, run_id,
+                                                                            make_episodes) -> None:
     queue = RedisEpisodeQueue(redis_client, run_id, claim_after_s=5)
     key = episode_stream_key(run_id)
     good = make_episodes(2)

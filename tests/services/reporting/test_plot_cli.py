@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from azr.cli.main import app
 from tests.services.reporting.png_checks import assert_real_figure
 from tests.services.reporting.synthetic_metrics import metrics_line, write_run
 

@@ -21,7 +21,7 @@ def run_azr(cwd: Path, *args: str, timeout: int) -> subprocess.CompletedProcess[
     # Same small settings as tests/services/coordinator/test_embedded_run.py: seconds per step on the tiny model.
     env = {**os.environ, "AZR_SEED_MAX_ROUNDS": "1", "AZR_EXECUTOR_WORKERS": "1", "AZR_LEARNABILITY_SAMPLES": "2"}
     env.pop("AZR_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "services", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "azr", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

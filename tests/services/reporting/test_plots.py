@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from matplotlib.figure import Figure
 
 from services.reporting.plots import (

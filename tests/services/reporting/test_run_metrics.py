@@ -80,8 +80,8 @@ def test_numbers_are_kept_as_floats() -> None:
 
 
 def test_nan_and_infinity_written_by_json_dumps_are_read_as_gaps() -> None:
-    run = parse(json.dumps({"step": 1, "train/loss": float("nan")}), json.dumps({"step": 2, "train/loss": float("inf")}),
-                json.dumps({"step": 3, "train/loss": 0.5}))
+    run = parse(json.dumps({"step": 1, "train/loss": float("nan")}),
+                json.dumps({"step": 2, "train/loss": float("inf")}), json.dumps({"step": 3, "train/loss": 0.5}))
     assert same(run.series("train/loss").values, [None, None, 0.5])
 
 

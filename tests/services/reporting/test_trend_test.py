@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli.main import app
+from azr.cli.main import app
 from services.reporting.trend_test import (
     bootstrap_interval,
     compare_probe,

@@ -4,7 +4,7 @@ and 0002 backfills `episodes.task_id` from the payloads stored before it."""
 from __future__ import annotations
 
 import multiprocessing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -96,7 +96,7 @@ def _episode_row(episode_id: str, task_id: object) -> dict:
     payload = {"id": episode_id, "run_id": "run-m", "step": 1, "task_type": "deduction", "role": "solve",
                "prompt_ids": [1], "response_ids": [2], "reward": 1.0, "policy_version": 0, "task_id": task_id}
     return {"id": episode_id, "run_id": "run-m", "step": 1, "task_type": "deduction", "role": "solve",
-            "policy_version": 0, "reward": 1.0, "payload": payload, "created_at": datetime.now(timezone.utc)}
+            "policy_version": 0, "reward": 1.0, "payload": payload, "created_at": datetime.now(UTC)}
 
 
 def _migrate_episodes_from_0001(url: str) -> None:
@@ -111,7 +111,7 @@ def _migrate_episodes_from_0001(url: str) -> None:
         assert "task_id" not in episodes.c
         with engine.begin() as connection:
             connection.execute(runs.insert(),
-                               {"run_id": "run-m", "settings": {}, "created_at": datetime.now(timezone.utc)})
+                               {"run_id": "run-m", "settings": {}, "created_at": datetime.now(UTC)})
             connection.execute(episodes.insert(), [_episode_row("with-id", "17"), _episode_row("no-id", None),
                                                    _episode_row("long-id", "9" * 65)])
         for _ in range(2):

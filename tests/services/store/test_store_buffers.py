@@ -4,7 +4,7 @@ lookup, pagination and stats."""
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -32,7 +32,8 @@ def test_initialise_puts_the_zero_triplet_in_abduction_and_deduction_once(store:
         assert total == 1
         zero = entries[0]
         assert isinstance(zero, Triplet)
-        assert (zero.program, zero.input, zero.output) == (ZERO_TRIPLET_PROGRAM, ZERO_TRIPLET_INPUT, ZERO_TRIPLET_OUTPUT)
+        assert (zero.program, zero.input, zero.output) == (ZERO_TRIPLET_PROGRAM, ZERO_TRIPLET_INPUT,
+                                                           ZERO_TRIPLET_OUTPUT)
         assert zero.source == TripletSource.ZERO and zero.id is not None and zero.program_hash
 
 

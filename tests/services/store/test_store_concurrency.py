@@ -29,7 +29,8 @@ def _insert_all(database_url: str, rows: list[dict[str, Any]], order_seed: int, 
 def _run_writers(database_url: str, batches: list[list[dict[str, Any]]], buffer_cap: int = 16_384) -> list[list[bool]]:
     context = multiprocessing.get_context("fork")  # children build their own engines after the fork
     with context.Pool(WRITERS) as pool:
-        return pool.starmap(_insert_all, [(database_url, batch, seed, buffer_cap) for seed, batch in enumerate(batches)])
+        return pool.starmap(_insert_all,
+                            [(database_url, batch, seed, buffer_cap) for seed, batch in enumerate(batches)])
 
 
 def _slots(store: SqlTripletStore, buffer: TaskType) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from services.algorithm.task_types import TaskType
 from services.records import InductionTask, Triplet

@@ -7,15 +7,15 @@ Create Date: 2026-11-24
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0002"
-down_revision: Union[str, None] = "0001"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | None = "0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 TASK_ID_LENGTH = 64
 """Same as services.store.schema.TASK_ID_LENGTH (a migration is frozen: it never imports the live schema)."""

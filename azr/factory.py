@@ -1,0 +1,121 @@
+"""The one place that builds the pieces from settings, for both profiles: executor, inference engine, and the
+self-play loop around them. Every command and the embedded runner get their pieces here.
+
+Which adapter a setting picks:
+- executor: RQ jobs on `azr worker executor` processes when the queues are Redis (distributed), else an in-process
+  pool of sandbox workers (embedded; also what a worker, `validate` and `eval` run themselves);
+- inference engine: SGLang servers when `inference_backend = sglang` (only the served model's tokenizer is loaded,
+  from the directory the model-prep step prepared), else the local transformers engine;
+- rollouts: the caller's (HTTP to the proposer/solver APIs, or the local engine); the step, the loop options, the
+  periodic evaluation and the loop are the same in both profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from executor_svc.executor import Executor
+from services.coordinator.loop import SelfPlayLoop, StepObserver
+from services.coordinator.step import SelfPlayStep, StepConfig
+from services.coordinator.step_metrics import MetricsLog
+from services.ports import (
+    CodeExecutor,
+    EpisodeQueue,
+    InferenceEngine,
+    InferenceError,
+    PolicyUpdater,
+    PolicyVersionBoard,
+    Rollouts,
+    StepStore,
+    TripletStore,
+)
+from services.settings import Settings
+
+Say = Callable[[str], None]
+
+
+def local_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> Executor:
+    """An in-process pool of sandbox workers (its task counts and latencies go into `metrics_registry` if given)."""
+    from executor_svc.prometheus_metrics import ExecutorMetrics
+
+    metrics = ExecutorMetrics(metrics_registry) if metrics_registry is not None else None
+    return Executor.from_settings(settings, metrics=metrics)
+
+
+def code_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> CodeExecutor:
+    """RQ jobs on `executor` workers when the queues are Redis, else `local_executor` (RQ workers record their own
+    metrics)."""
+    if settings.queue_backend == "redis":
+        from executor_svc.rq_client import RQCodeExecutor
+
+        return RQCodeExecutor.from_settings(settings)
+    return local_executor(settings, metrics_registry)
+
+
+def executor_queue_depth(executor: CodeExecutor) -> Callable[[], int] | None:
+    """How many executor jobs wait, for a Prometheus gauge; None for an in-process executor (nothing queues)."""
+    from executor_svc.rq_client import RQCodeExecutor
+
+    if isinstance(executor, RQCodeExecutor):
+        return lambda: executor.queue.count
+    return None
+
+
+def inference_engine(settings: Settings) -> InferenceEngine:
+    """SGLang servers (distributed) or the local model; InferenceError naming what is missing."""
+    if settings.inference_backend == "sglang":
+        from services.inference.prepared_model import prepared_model_dir
+        from services.inference.sglang_client import SGLangClient
+
+        return SGLangClient.from_settings(settings, prepared_model_dir(settings.model))
+    from services.inference.local_engine import LocalEngine
+    from services.inference.model_registry import resolve_model
+
+    return LocalEngine(resolve_model(settings.model), device=settings.device, seed=settings.seed)
+
+
+@dataclass
+class SelfPlay:
+    """The step runner and the loop that drives it (close the runner when done)."""
+
+    step_runner: SelfPlayStep
+    loop: SelfPlayLoop
+
+
+def self_play(settings: Settings, *, store: StepStore, executor: CodeExecutor, rollouts: Rollouts,
+              episodes: EpisodeQueue, metrics: MetricsLog, say: Say, updater: PolicyUpdater | None = None,
+              versions: PolicyVersionBoard | None = None, on_step: StepObserver | None = None) -> SelfPlay:
+    """Algorithm 1 from settings, the same in both profiles: the step (propose, validate, solve, reward, episodes)
+    and the loop (seeding, steps, policy versions, periodic evaluation). `updater`: the embedded profile's in-process
+    trainer; `versions`: the distributed trainer's policy-version board."""
+    from services.coordinator.loop import LoopOptions
+    from services.evaluation.periodic import PeriodicEvaluation
+
+    runner = SelfPlayStep(run_id=settings.run_id, store=store, executor=executor, rollouts=rollouts,
+                          episodes=episodes, config=StepConfig.from_settings(settings),
+                          executor_parallelism=settings.coordinator_executor_parallelism)
+    options = LoopOptions(steps=settings.steps, seed=settings.seed,
+                          seed_target=settings.batch_size * settings.seed_multiplier,
+                          seed_max_rounds=settings.seed_max_rounds, max_staleness=settings.max_staleness)
+    evaluation = PeriodicEvaluation.from_settings(settings, runner.rollouts, executor, say)
+    loop = SelfPlayLoop(run_id=settings.run_id, step_runner=runner, store=store, metrics=metrics, options=options,
+                        updater=updater, versions=versions, progress=say, evaluation=evaluation, on_step=on_step)
+    return SelfPlay(step_runner=runner, loop=loop)
+
+
+def import_seed_files(settings: Settings, store: TripletStore, executor: CodeExecutor, say: Say) -> None:
+    """Import `settings.seed_files` into the buffers (each row validated by the executor) before any model seeding."""
+    from services.store.seed_import import import_seeds
+
+    for path in settings.seed_files:
+        summary = import_seeds(Path(path), executor, store)
+        say(f"imported seeds from {path}: stored {summary.stored}, duplicate {summary.duplicate}, "
+            f"rejected {summary.rejected}")
+
+
+__all__ = ["InferenceError", "SelfPlay", "code_executor", "executor_queue_depth", "import_seed_files",
+           "inference_engine", "local_executor", "self_play"]

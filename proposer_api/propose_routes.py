@@ -1,0 +1,100 @@
+"""`POST /v1/propose`: proposer rollouts (Figs 34-36) on the served policy, parsed, with token ids and logprobs.
+
+References come from the request or are sampled here from the buffers (K from the task type's buffer; one program
+of D_abd ∪ D_ded for induction). Generation runs in a worker thread so the event loop keeps serving health probes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+from starlette.concurrency import run_in_threadpool
+
+from proposer_api.prometheus_metrics import ProposerMetrics
+from services.algorithm.prompts import ReferenceTriplet
+from services.algorithm.task_types import TaskType
+from services.ports import InferenceEngine, InferenceError, SamplingParams, TripletStore
+from services.rollouts.http_schemas import (
+    PromptTokensRequest,
+    PromptTokensResponse,
+    ProposeRequest,
+    ProposeResponse,
+    ReferenceIn,
+)
+from services.rollouts.proposing import ProposeContext, propose
+from services.settings import Settings
+
+
+@dataclass(frozen=True)
+class ProposeDefaults:
+    """What `POST /v1/propose` takes from the settings when a request leaves it out, and the proposer reading rule."""
+
+    references_k: int  # K references per prompt (deduction/abduction), sampled from the buffer
+    num_inputs: int  # N inputs an induction proposer writes
+    sampling: SamplingParams
+    reject_multiple_functions: bool
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProposeDefaults:
+        return cls(references_k=settings.references_k, num_inputs=settings.induction_inputs,
+                   sampling=SamplingParams(max_new_tokens=settings.max_response_tokens,
+                                           temperature=settings.temperature, top_p=settings.top_p),
+                   reject_multiple_functions=settings.reject_multiple_functions)
+
+
+def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -> list[ProposeContext]:
+    refs = request.references
+    if refs:
+        groups: list[list[ReferenceIn]] = refs if isinstance(refs[0], list) else [refs] * request.count
+        return [ProposeContext([ReferenceTriplet(r.program, r.input, r.output) for r in group],
+                               [r.id or "" for r in group]) for group in groups]
+    rng = random.Random(request.seed)
+    contexts = []
+    for _ in range(request.count):
+        if request.task_type is TaskType.INDUCTION:
+            program = store.sample_program(rng)
+            if program is None:
+                raise HTTPException(409, "D_abd and D_ded are empty: no program to propose induction inputs for")
+            contexts.append(ProposeContext([ReferenceTriplet(program.program, program.input, program.output)],
+                                           [program.id or ""]))
+        else:
+            sampled = store.sample_references(request.task_type, references_k, rng)
+            contexts.append(ProposeContext([ReferenceTriplet(r.program, r.input, r.output) for r in sampled],
+                                           [r.id or "" for r in sampled]))
+    return contexts
+
+
+def propose_router(engine: InferenceEngine, store: TripletStore, defaults: ProposeDefaults,
+                   require_token: Callable[..., Any], metrics: ProposerMetrics | None = None) -> APIRouter:
+    """The router holding `POST /v1/propose` (write route: bearer token, as it spends GPU time); with `metrics`,
+    each proposal is counted by task type and parse outcome."""
+    router = APIRouter()
+
+    @router.post("/v1/propose", response_model=ProposeResponse, dependencies=[Depends(require_token)],
+                 summary="Generate proposals for one task type")
+    async def propose_route(request: ProposeRequest) -> ProposeResponse:
+        contexts = await run_in_threadpool(_contexts, request, store, defaults.references_k)
+        sampling = request.sampling or defaults.sampling
+        num_inputs = request.num_inputs or defaults.num_inputs
+        try:
+            proposals = (await run_in_threadpool(propose, engine, {request.task_type: contexts}, sampling,
+                                                 num_inputs, defaults.reject_multiple_functions))[request.task_type]
+        except InferenceError as exc:
+            raise HTTPException(503, f"inference failed: {exc}") from exc
+        if metrics is not None:
+            metrics.observe(proposals)
+        return ProposeResponse(proposals=proposals, weight_version=engine.weight_version())
+
+    @router.post("/v1/prompt_tokens", response_model=PromptTokensResponse, dependencies=[Depends(require_token)],
+                 summary="Prompt lengths in tokens (the coordinator keeps prompts under max_prompt_tokens)")
+    async def prompt_tokens_route(request: PromptTokensRequest) -> PromptTokensResponse:
+        def count() -> list[int]:
+            return [len(engine.prompt_ids(instruction)) for instruction in request.instructions]
+
+        return PromptTokensResponse(tokens=await run_in_threadpool(count))
+
+    return router

@@ -1,0 +1,44 @@
+"""The Rollouts port: how the coordinator reaches the two roles, in-process over an InferenceEngine or through the
+proposer/solver HTTP APIs.
+
+Adapters: `services.coordinator.engine_rollouts.EngineRollouts` (embedded; also what the HTTP APIs run) and
+`services.coordinator.http_rollouts.HttpRollouts` (distributed). The periodic CRUXEval evaluation
+(services/evaluation) runs on the same port, through `solve` with `greedy_sampling`, so it reaches the model exactly
+as self-play's solver does in both profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from services.algorithm.task_types import TaskType
+from services.ports.inference import SamplingParams
+from services.records import Proposal, Solution, SolveTask
+
+if TYPE_CHECKING:  # services.rollouts imports the ports; annotations only, so no import cycle
+    from services.rollouts.proposing import ProposeContext
+
+
+def greedy_sampling(max_new_tokens: int) -> SamplingParams:
+    """Greedy decoding (temperature 0, one answer per task) for evaluation; rollouts never use it (docs/design.md
+    §2.7)."""
+    return SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, top_p=1.0, top_k=-1, n=1)
+
+
+class Rollouts(Protocol):
+    """Generation for both roles; reading included, checking not (the coordinator checks through its executor).
+
+    Each call takes the work of every task type at once, so a phase of a step is one batched generation (the local
+    engine decodes all rows together; the HTTP adapter sends the types' requests concurrently)."""
+
+    def propose(self, contexts: Mapping[TaskType, Sequence[ProposeContext]], sampling: SamplingParams,
+                num_inputs: int) -> dict[TaskType, list[Proposal]]:
+        """One proposal per context, in order, for each task type given."""
+
+    def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
+              sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
+        """`sampling.n` solutions per task, in task order, for each task type given."""
+
+    def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
+        """The length in tokens of the full prompt (R1 wrapper or chat template included) of each task instruction."""

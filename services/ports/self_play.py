@@ -1,0 +1,30 @@
+"""The self-play loop's hooks (services/coordinator/loop.py): the in-process trainer and the periodic evaluation.
+
+Adapters: `azr.embedded_trainer.InProcessTrainer` (PolicyUpdater, embedded profile) and
+`services.evaluation.periodic.PeriodicEvaluation` (StepEvaluation). The distributed loop reads the trainer's policy
+version from a `PolicyVersionBoard` (services/ports/queues.py) instead of updating in-process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from services.records import Episode
+
+
+class PolicyUpdater(Protocol):
+    """The in-process trainer: one TRR++ update on a step's episodes, checkpoint, push; returns its report."""
+
+    def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
+        """Returns at least `policy_version` (after the update); may add loss, timings, checkpoint path."""
+
+
+class StepEvaluation(Protocol):
+    """A benchmark run after some steps (services.evaluation.periodic.PeriodicEvaluation: CRUXEval-O/-I)."""
+
+    def due(self, step: int) -> bool:
+        """Whether `step` ends with an evaluation."""
+
+    def evaluate(self, step: int) -> dict[str, Any]:
+        """Evaluate the policy now; the entries join the step's metrics line (`eval/...`, `time/eval`)."""

@@ -1,0 +1,115 @@
+"""The GPU services' SGLang launch flags, in docker-compose.yml (gpu profile) and the Kubernetes GPU overlays, parsed
+with the server arguments of the SGLang version they pin (sglang_server_args.py: 0.5.23, read from its wheel): every
+flag exists, every value is one SGLang accepts, and the flags the deployment relies on are there: bf16 serving
+(`--dtype auto` serves fp32 checkpoints in fp16), the admin key from the secret (the trainer sends it), weight
+version 0 for the base model."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+from deploy_tools import K8S_SECRETS, REQUIRED_COMPOSE_ENV, active_services, objects_of
+from sglang_server_args import SGLANG_VERSION, parse_launch_args
+from throwaway_servers import REPO_ROOT
+
+from services.settings import Settings
+
+INFERENCE_SERVICES = ("sglang-propose", "sglang-solve")
+GPU_OVERLAYS = ("gpu", "gpu-multinode")
+
+
+def pinned_tag(image: str) -> str:
+    """The tag of an `lmsysorg/sglang:TAG` image reference."""
+    repository, _, tag = image.rpartition(":")
+    assert repository == "lmsysorg/sglang", image
+    return tag
+
+
+def sglang_container(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """The `sglang` container of a rendered SGLang StatefulSet."""
+    spec = objects_of(objects, "StatefulSet")[name]["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == "sglang")
+
+
+def secret_ref(container: dict[str, Any], variable: str) -> tuple[str, str]:
+    """(secret name, key) an env variable of a container is read from; AssertionError when it is no secretKeyRef."""
+    entry = next((e for e in container.get("env", []) if e["name"] == variable), None)
+    assert entry is not None, f"{container['name']} has no env {variable}"
+    ref = entry["valueFrom"]["secretKeyRef"]
+    return ref["name"], ref["key"]
+
+
+def generated_secret(objects: list[dict[str, Any]]) -> str:
+    """The (hashed) name of the azr-secrets Secret in a rendered overlay."""
+    (secret,) = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
+    assert secret.startswith("azr-secrets")
+    return secret
+
+
+def assert_reference_flags(parsed: argparse.Namespace, admin_key: str) -> None:
+    """The flags every SGLang server of ours must run with."""
+    assert parsed.dtype == "bfloat16"
+    assert parsed.admin_api_key == admin_key
+    assert parsed.api_key is None, "--api-key would lock /generate too, and the APIs send no key"
+    assert parsed.weight_version == "0", "the base model is policy version 0"
+    assert parsed.model_path == "/var/lib/azr/models/current"
+    assert (parsed.host, parsed.port) == ("0.0.0.0", "30000")
+
+
+def test_the_pinned_parser_refuses_what_sglang_refuses() -> None:
+    good = ["--model-path", "/m", "--dtype", "bfloat16", "--admin-api-key", "k", "--skip-server-warmup"]
+    assert parse_launch_args(good).dtype == "bfloat16"
+    for bad in (["--model-path", "/m", "--dtype", "bf16"],  # not one of the choices
+                ["--model-path", "/m", "--dtypes", "bfloat16"],  # no such flag
+                ["--model-path", "/m", "--admin-key", "k"],  # no such flag (and no abbreviation)
+                ["--model-path", "/m", "--skip-server-warmup", "true"],  # a switch takes no value
+                ["--dtype", "bfloat16"]):  # --model-path is required
+        with pytest.raises(ValueError):
+            parse_launch_args(bad)
+
+
+def test_compose_and_kubernetes_pin_the_version_the_flags_were_read_from(compose_configs: dict[str, Any],
+                                                                         rendered_overlays: dict[str, Any]) -> None:
+    tags = {pinned_tag(active_services(compose_configs["gpu"], "gpu")[name]["image"]) for name in INFERENCE_SERVICES}
+    for overlay in GPU_OVERLAYS:
+        tags |= {pinned_tag(sglang_container(rendered_overlays[overlay], name)["image"])
+                 for name in INFERENCE_SERVICES}
+    env_example = (REPO_ROOT / ".env.example").read_text()
+    tags.add(next(line.split("=", 1)[1].rpartition(":")[2] for line in env_example.splitlines()
+                  if line.startswith("SGLANG_IMAGE=")))
+    assert tags == {f"v{SGLANG_VERSION}"}
+
+
+@pytest.mark.parametrize("name", INFERENCE_SERVICES)
+def test_compose_sglang_flags(compose_configs: dict[str, Any], name: str) -> None:
+    service = active_services(compose_configs["gpu"], "gpu")[name]
+    assert service["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+    assert_reference_flags(parse_launch_args(service["command"]), REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"])
+
+
+@pytest.mark.parametrize("overlay", GPU_OVERLAYS)
+@pytest.mark.parametrize("name", INFERENCE_SERVICES)
+def test_kubernetes_sglang_flags(rendered_overlays: dict[str, Any], overlay: str, name: str) -> None:
+    objects = rendered_overlays[overlay]
+    container = sglang_container(objects, name)
+    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
+    parsed = parse_launch_args(container["args"])
+    assert_reference_flags(parsed, "$(SGLANG_ADMIN_API_KEY)")  # expanded by the kubelet from the env below
+    assert secret_ref(container, "SGLANG_ADMIN_API_KEY") == (generated_secret(objects), "sglang-admin-api-key")
+
+
+def test_the_trainer_holds_the_admin_key_its_servers_require(compose_configs: dict[str, Any],
+                                                             rendered_overlays: dict[str, Any]) -> None:
+    assert "sglang_admin_api_key" in Settings.model_fields  # AZR_SGLANG_ADMIN_API_KEY is a setting the trainer reads
+    for profile in ("gpu", "cpu"):
+        trainer = next(s for s in active_services(compose_configs[profile], profile).values()
+                       if s.get("command") == ["trainer"])
+        assert trainer["environment"]["AZR_SGLANG_ADMIN_API_KEY"] == REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"]
+    assert "sglang-admin-api-key" in K8S_SECRETS
+    for overlay in ("gpu", "gpu-multinode", "cpu-dev"):
+        objects = rendered_overlays[overlay]
+        trainer = (objects_of(objects, "Deployment") | objects_of(objects, "StatefulSet"))["trainer"]
+        container = trainer["spec"]["template"]["spec"]["containers"][0]
+        assert secret_ref(container, "AZR_SGLANG_ADMIN_API_KEY") == (generated_secret(objects), "sglang-admin-api-key")

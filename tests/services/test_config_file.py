@@ -1,0 +1,162 @@
+"""The TOML config file as one settings layer: flag > AZR_* environment > config file > profile default > field
+default, each level checked; unknown keys and bad values name the file, the key and the source; the example files
+in configs/ load and validate; `--config` on `azr config show`, `azr run`, `azr coordinator` and `azr trainer`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from azr.cli.main import app
+from services.config_file import ConfigFileError
+from services.settings import PROFILE_DEFAULTS, Settings, load_settings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUNNER = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No AZR_* variable of the caller's shell leaks into these tests."""
+    for name in list(os.environ):
+        if name.startswith("AZR_"):
+            monkeypatch.delenv(name)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_field_default_when_nothing_sets_it() -> None:
+    assert "references_k" not in PROFILE_DEFAULTS["embedded"]
+    assert load_settings().references_k == Settings.model_fields["references_k"].default == 6
+
+
+def test_profile_default_beats_the_field_default() -> None:
+    assert Settings.model_fields["batch_size"].default == 64
+    assert load_settings().batch_size == PROFILE_DEFAULTS["embedded"]["batch_size"] == 2
+
+
+def test_config_file_beats_the_profile_default(tmp_path: Path) -> None:
+    config = write(tmp_path / "run.toml", "batch_size = 5\nreferences_k = 3\nsglang_urls = ['http://a:1']\n")
+    settings = load_settings(config)
+    assert (settings.batch_size, settings.references_k, settings.sglang_urls) == (5, 3, ["http://a:1"])
+    assert settings.max_response_tokens == PROFILE_DEFAULTS["embedded"]["max_response_tokens"]  # not in the file
+
+
+def test_environment_beats_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "run.toml", "batch_size = 5\nreferences_k = 3\n")
+    monkeypatch.setenv("AZR_BATCH_SIZE", "7")
+    settings = load_settings(config)
+    assert (settings.batch_size, settings.references_k) == (7, 3)
+
+
+def test_flag_beats_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "run.toml", "batch_size = 5\n")
+    monkeypatch.setenv("AZR_BATCH_SIZE", "7")
+    assert load_settings(config, batch_size=9).batch_size == 9
+    assert load_settings(config, batch_size=None).batch_size == 7  # None: the flag was not given
+
+
+def test_the_file_may_choose_the_profile_and_its_defaults_fill_the_rest(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "dist.toml", 'profile = "distributed"\nbatch_size = 16\n')
+    settings = load_settings(config)
+    assert (settings.profile, settings.batch_size, settings.queue_backend) == ("distributed", 16, "redis")
+    monkeypatch.setenv("AZR_PROFILE", "embedded")  # the environment's profile wins, with its defaults
+    settings = load_settings(config)
+    assert (settings.profile, settings.batch_size, settings.queue_backend) == ("embedded", 16, "inprocess")
+
+
+def test_azr_config_names_the_file_for_every_settings_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = write(tmp_path / "env.toml", "batch_size = 11\n")
+    monkeypatch.setenv("AZR_CONFIG", str(config))
+    assert Settings().batch_size == 11  # e.g. `azr serve proposer`, which has no --config
+    other = write(tmp_path / "flag.toml", "batch_size = 12\n")
+    assert load_settings(other).batch_size == 12  # --config beats AZR_CONFIG
+    assert Settings().batch_size == 11  # and only for the settings built with it
+
+
+def test_an_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path / "typo.toml", "batch_size = 4\nbatch_sise = 5\n")
+    with pytest.raises(ConfigFileError) as raised:
+        load_settings(config)
+    assert str(config) in str(raised.value) and "unknown setting 'batch_sise'" in str(raised.value)
+    assert "did you mean 'batch_size'" in str(raised.value)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("[trainer]\nlearning_rate = 1e-5\n", "'trainer' is a table; the file is flat"),
+    ("batch_size = \n", "is not valid TOML"),
+])
+def test_tables_and_broken_toml_name_the_file(tmp_path: Path, text: str, reason: str) -> None:
+    config = write(tmp_path / "bad.toml", text)
+    with pytest.raises(ConfigFileError, match=reason) as raised:
+        load_settings(config)
+    assert str(config) in str(raised.value)
+
+
+def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError, match="does not exist"):
+        load_settings(tmp_path / "absent.toml")
+
+
+def test_a_bad_value_in_the_file_is_a_validation_error(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="batch_size"):
+        load_settings(write(tmp_path / "zero.toml", "batch_size = 0\n"))
+
+
+@pytest.mark.parametrize(("name", "profile"), [("embedded", "embedded"), ("distributed", "distributed")])
+def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
+    path = REPO_ROOT / "configs" / f"{name}.toml"
+    settings = load_settings(path)
+    assert settings.profile == profile
+    assert settings.resolved()["api_token"] == "<placeholder: set AZR_API_TOKEN>"  # no secret in the file
+    for key, value in PROFILE_DEFAULTS[profile].items():  # the file does not contradict its profile's sizes
+        if key != "database_url":
+            assert getattr(settings, key) == value, key
+
+
+def show(*args: str, env: dict[str, str] | None = None) -> dict:
+    result = RUNNER.invoke(app, ["config", "show", *args], env=env)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_config_show_prints_the_merged_result_at_every_level(tmp_path: Path) -> None:
+    config = write(tmp_path / "run.toml", 'profile = "distributed"\nbatch_size = 5\nreferences_k = 3\n'
+                                          'redis_url = "redis://u:secret@h:6379/0"\n')
+    shown = show("--config", str(config))
+    assert (shown["profile"], shown["batch_size"], shown["references_k"]) == ("distributed", 5, 3)
+    assert shown["queue_backend"] == "redis" and shown["learnability_samples"] == 8  # profile and field defaults
+    assert shown["redis_url"] == "redis://u:***@h:6379/0"  # secrets masked, as without a file
+    shown = show("--config", str(config), env={"AZR_BATCH_SIZE": "7", "AZR_PROFILE": "embedded"})
+    assert (shown["profile"], shown["batch_size"], shown["queue_backend"]) == ("embedded", 7, "inprocess")
+    shown = show("--config", str(config), "--profile", "distributed", env={"AZR_PROFILE": "embedded"})
+    assert (shown["profile"], shown["batch_size"], shown["queue_backend"]) == ("distributed", 5, "redis")
+    shown = show(env={"AZR_CONFIG": str(config)})  # the file named by the environment
+    assert shown["batch_size"] == 5
+
+
+@pytest.mark.parametrize("command", [["config", "show"], ["run"], ["coordinator"], ["trainer"]])
+def test_every_config_option_refuses_an_unknown_key_with_status_2(tmp_path: Path, command: list[str]) -> None:
+    config = write(tmp_path / "typo.toml", "steps = 1\nlearning_rte = 1e-5\n")
+    result = RUNNER.invoke(app, [*command, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "unknown setting 'learning_rte'" in text and str(config) in text
+
+
+def test_a_bad_value_names_its_source(tmp_path: Path) -> None:
+    config = write(tmp_path / "zero.toml", "batch_size = 0\n")
+    from_file = RUNNER.invoke(app, ["config", "show", "--config", str(config)])
+    assert from_file.exit_code == 2
+    assert f"batch_size = 0 (from config file {config})" in from_file.output
+    from_env = RUNNER.invoke(app, ["config", "show", "--config", str(config)], env={"AZR_BATCH_SIZE": "-3"})
+    assert from_env.exit_code == 2 and "batch_size = '-3' (from environment variable AZR_BATCH_SIZE)" in from_env.output
