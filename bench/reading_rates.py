@@ -27,10 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from executor_svc.executor import Executor  # noqa: E402
 from services.algorithm.parsing import (  # noqa: E402
-    AbductionSolution,
-    DeductionSolution,
     InductionProposal,
-    InductionSolution,
     ProgramProposal,
     read_response,
 )
@@ -44,18 +41,11 @@ Reader = Callable[[TaskType, Role, str], tuple[bool, bool, Any]]
 def new_reader(task_type: TaskType, role: Role, text: str) -> tuple[bool, bool, Any]:
     reading = read_response(task_type, role, text)
     extracted = reading.extracted
+    value: Any = reading.solver_answer
     if isinstance(extracted, ProgramProposal):
-        value: Any = (extracted.program, extracted.input)
+        value = (extracted.program, extracted.input)
     elif isinstance(extracted, InductionProposal):
         value = list(extracted.inputs)
-    elif isinstance(extracted, DeductionSolution):
-        value = extracted.output
-    elif isinstance(extracted, AbductionSolution):
-        value = extracted.input
-    elif isinstance(extracted, InductionSolution):
-        value = extracted.program
-    else:
-        value = None
     return reading.format_ok, extracted is not None, value
 
 

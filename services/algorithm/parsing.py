@@ -145,6 +145,19 @@ class Reading:
         return self.generation.format_ok
 
     @property
+    def solver_answer(self) -> str | None:
+        """A solver's answer as source text (the output, the input or the program); None for a proposer's task or
+        when nothing was extracted."""
+        extracted = self.extracted
+        if isinstance(extracted, DeductionSolution):
+            return extracted.output
+        if isinstance(extracted, AbductionSolution):
+            return extracted.input
+        if isinstance(extracted, InductionSolution):
+            return extracted.program
+        return None
+
+    @property
     def failure(self) -> ParseFailure | None:
         """The reason that decides a −1, if any: for a proposer an extraction failure first (nothing to validate),
         then a format error; for a solver a format error first (its answer is never checked), then extraction."""

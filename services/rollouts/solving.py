@@ -12,9 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from services.algorithm.parsing import (
-    AbductionSolution,
-    DeductionSolution,
-    InductionSolution,
     learnability_answer,
     read_response,
 )
@@ -56,15 +53,7 @@ def read_answer(task_type: TaskType, text: str) -> tuple[str | None, bool, str |
     Eq 6 format verdict, and why the response is a format error (None when it is not)."""
     reading = read_response(task_type, Role.SOLVE, text)
     failure = reading.failure
-    extracted = reading.extracted
-    answer: str | None = None
-    if isinstance(extracted, DeductionSolution):
-        answer = extracted.output
-    elif isinstance(extracted, AbductionSolution):
-        answer = extracted.input
-    elif isinstance(extracted, InductionSolution):
-        answer = extracted.program
-    return answer, failure is None, failure.value if failure else None
+    return reading.solver_answer, failure is None, failure.value if failure else None
 
 
 def solution_record(task_type: TaskType, task: SolveTask, prompt_ids: list[int], completion: Completion) -> Solution:

@@ -240,3 +240,15 @@ def test_extraction_never_raises(answer: str, task_type: TaskType, role: Role) -
     result = extract(task_type, role, answer)
     if role is Role.SOLVE and task_type is not TaskType.INDUCTION:
         assert not isinstance(result, ParseFailed)  # the solver chain always yields an answer
+
+
+@pytest.mark.parametrize(("task_type", "answer", "expected"), [
+    (TaskType.DEDUCTION, "```output\n[1, 2]\n```", "[1, 2]"),
+    (TaskType.ABDUCTION, "```input\n'abc', 3\n```", "'abc', 3"),
+    (TaskType.INDUCTION, "```python\ndef f(x):\n    return x\n```", "def f(x):\n    return x"),
+])
+def test_a_solver_reading_names_its_answer_and_a_proposer_reading_none(task_type: TaskType, answer: str,
+                                                                       expected: str) -> None:
+    text = f"<think>plan</think><answer>{answer}</answer>"
+    assert read_response(task_type, Role.SOLVE, text).solver_answer == expected
+    assert read_response(task_type, Role.PROPOSE, text).solver_answer is None
