@@ -53,12 +53,17 @@ SPLITTER = "Assistant:"
 """The authors' `reward_fn.splitter`: the generation is what follows the prompt's "Assistant:"."""
 
 SPECIAL_TOKEN_TEXTS: tuple[str, ...] = (
-    "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|end_of_text|>", "<|begin_of_text|>", "<|eot_id|>",
-    "<|start_header_id|>", "<|end_header_id|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|file_sep|>", "<|repo_name|>", "<s>", "</s>",
+    # Qwen2.5 (and SmolLM2's chat tokens): what its tokenizer marks `special`
+    "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
+    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+    "<|image_pad|>", "<|video_pad|>",
+    # Llama 3
+    "<|end_of_text|>", "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
 )
-"""Special-token texts of the model families we serve (Qwen2.5, Llama 3, SmolLM2); a decoder with
-`skip_special_tokens=True` never emits them, a hand-made JSONL row may hold them."""
+"""The texts a decode with `skip_special_tokens=True` drops for the model families we serve, which is what the
+authors' reward code decodes with. Added tokens the tokenizer does not mark special stay in the text, as they do
+there: Qwen2.5's `<|fim_prefix|>`, `<|fim_middle|>`, `<|fim_suffix|>`, `<|fim_pad|>`, `<|repo_name|>`,
+`<|file_sep|>`, `<tool_call>`, and plain `<s>` / `</s>`."""
 
 _FORMAT = re.compile(r"(?s)<think>.*?</think>\s*<answer>.*?</answer>")
 _THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")

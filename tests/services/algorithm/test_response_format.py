@@ -99,6 +99,12 @@ def test_special_token_texts_are_removed_everywhere() -> None:
     assert read_generation(response).format_ok and read_generation(response).answer == "7"
 
 
+def test_added_tokens_the_tokenizer_does_not_mark_special_stay_as_the_authors_decode_keeps_them() -> None:
+    response = "plan</think><answer><|fim_middle|>7<|file_sep|></s></answer>"
+    assert remove_special_tokens(response) == response
+    assert read_generation(response).answer == "<|fim_middle|>7<|file_sep|></s>"
+
+
 def test_extract_answer_takes_the_last_open_tag_up_to_the_next_close() -> None:
     assert extract_answer("<answer>a</answer><answer> b </answer> tail </answer>") == "b"
     assert extract_answer("no tags at all") == ""
