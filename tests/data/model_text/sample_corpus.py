@@ -1,7 +1,10 @@
 """Sample the real-model-text corpus the reading tests pin (run once; its output is committed beside this file).
 
-    python tests/data/model_text/sample_corpus.py --model qwen-coder-0.5b --per-kind 48 \
-        --max-new-tokens 1536 --out tests/data/model_text/qwen-coder-0.5b.jsonl
+    python tests/data/model_text/sample_corpus.py --model qwen-coder-0.5b --per-kind 8 --batch 8 \
+        --max-new-tokens 1024 --out tests/data/model_text/qwen-coder-0.5b.jsonl
+
+(The committed corpus: this command after a first run with `--per-kind 16 --batch 16 --kinds solve_deduction`; about
+an hour on 2 CPU cores, prompt prefill included.)
 
 For each of the six (task type x role) groups it builds `--per-kind` step-0 prompts the way a run seeded from the
 authors' seed files would (deduction/abduction proposers: K = 6 references drawn from the seed triplets, prompts over
@@ -91,9 +94,9 @@ def contexts(kind: str, count: int, rng: random.Random, io_rows: list[dict[str, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen-coder-0.5b")
-    parser.add_argument("--per-kind", type=int, default=48)
+    parser.add_argument("--per-kind", type=int, default=8)
     parser.add_argument("--kinds", default=",".join(KINDS))
-    parser.add_argument("--max-new-tokens", type=int, default=1536)
+    parser.add_argument("--max-new-tokens", type=int, default=1024)
     parser.add_argument("--max-prompt-tokens", type=int, default=2048)
     parser.add_argument("--batch", type=int, default=16, help="prompts per generate call (one decoding batch: "
                         "finished rows leave it, so one long row sets its time; larger batches amortise that)")
