@@ -61,7 +61,7 @@ def wide_help(*command: str) -> str:
 def test_help_shows_each_setting_option_with_its_variable_and_default() -> None:
     run_help = wide_help("run")
     for shown in ("[env var: AZR_BATCH_SIZE] [default: (2)]", "[env var: AZR_STEPS] [default: (1)]",
-                  "[env var: AZR_MAX_RESPONSE_TOKENS] [default: (512)]", "[env var: AZR_MODEL]",
+                  "[env var: AZR_MAX_RESPONSE_TOKENS] [default: (1024)]", "[env var: AZR_MODEL]",
                   "[env var: AZR_CONFIG]"):
         assert shown in run_help, shown
     assert "Qwen/Qwen2.5-Coder-0.5B-Instruct" in run_help  # --model takes hub ids
