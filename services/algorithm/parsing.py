@@ -130,6 +130,17 @@ class InductionSolution:
 Extracted = ProgramProposal | InductionProposal | DeductionSolution | AbductionSolution | InductionSolution
 
 
+def solution_text(extracted: object) -> str | None:
+    """A solver's answer as source text (predicted output, proposed input, or program); None for anything else."""
+    if isinstance(extracted, DeductionSolution):
+        return extracted.output
+    if isinstance(extracted, AbductionSolution):
+        return extracted.input
+    if isinstance(extracted, InductionSolution):
+        return extracted.program
+    return None
+
+
 @dataclass(frozen=True)
 class Reading:
     """Everything the reward needs from one response's text: the format verdict and the extracted task/answer."""
@@ -148,14 +159,7 @@ class Reading:
     def solver_answer(self) -> str | None:
         """A solver's answer as source text (the output, the input or the program); None for a proposer's task or
         when nothing was extracted."""
-        extracted = self.extracted
-        if isinstance(extracted, DeductionSolution):
-            return extracted.output
-        if isinstance(extracted, AbductionSolution):
-            return extracted.input
-        if isinstance(extracted, InductionSolution):
-            return extracted.program
-        return None
+        return solution_text(self.extracted)
 
     @property
     def failure(self) -> ParseFailure | None:
@@ -256,11 +260,4 @@ def read_response(task_type: TaskType, role: Role, response: str, *, num_inputs:
 def learnability_answer(task_type: TaskType, response: str) -> str | None:
     """The answer a learnability sample gives, checked whatever its format (Eq 4 counts correct answers): the
     predicted output / input text, or the program; None only for an induction sample without a code block."""
-    result = extract(task_type, Role.SOLVE, learnability_answer_text(response))
-    if isinstance(result, DeductionSolution):
-        return result.output
-    if isinstance(result, AbductionSolution):
-        return result.input
-    if isinstance(result, InductionSolution):
-        return result.program
-    return None
+    return solution_text(extract(task_type, Role.SOLVE, learnability_answer_text(response)))
