@@ -116,7 +116,10 @@ def test_trainer_process_serves_metrics_on_its_port(redis_url: str, tiny_dir: Pa
         samples: dict = {}
         while time.monotonic() < deadline and trainer.poll() is None:
             samples = _scrape_or_empty(url)
-            if samples.get(("azr_trainer_updates_total", ())) == 1:
+            # the update counter is read from the service at scrape time, the update's gauges are set just after
+            # it: wait for the last of them (peak memory) so the scrape does not fall between the two
+            if samples.get(("azr_trainer_updates_total", ())) == 1 and any(
+                    key[0] == "azr_trainer_peak_memory_bytes" for key in samples):
                 break
             time.sleep(0.2)
         assert trainer.poll() is None, trainer.communicate()[0]
