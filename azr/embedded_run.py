@@ -19,7 +19,7 @@ from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.step_metrics import MetricsLog
 from services.settings import Settings
-from services.torch_threads import configure_torch_threads
+from services.torch_threads import SharedCoreThreads, available_cores, configure_torch_threads
 from trainer_svc.ppo_update import MicroBatchProgress
 from trainer_svc.resume import load_or_restore
 
@@ -45,12 +45,13 @@ class EmbeddedRun:
             self.executor = local_executor(settings, prometheus.registry if prometheus is not None else None)
             self.closers.append(self.executor.close)
             progress(f"executor ready: {settings.executor_workers} workers, isolation {self.executor.isolation}")
-            threads = configure_torch_threads(settings.torch_threads, settings.executor_workers)
-            progress(f"torch uses {threads} CPU thread(s) (AZR_TORCH_THREADS; 0 = cores left by the executor)")
+            threads = self._torch_threads(settings)
             model_dir = resolve_model(settings.model, say=progress)
             self.loaded = load_or_restore(settings.run_dir, Path(model_dir), settings)
             served = self.loaded.source
             self.engine = LocalEngine(served, device=settings.device, seed=settings.seed)
+            if threads is not None:
+                self.engine.before_forward = threads.before_generation_forward
             version = int(self.loaded.trainer.policy_version)
             if version:
                 progress(f"resumed from {self.loaded.checkpoint or served} (policy version {version}, "
@@ -63,7 +64,8 @@ class EmbeddedRun:
             self.board = open_policy_version_board(settings)
             trainer = InProcessTrainer(loaded=self.loaded, settings=settings, queue=self.queue,
                                        applied_log=open_applied_episode_log(settings), engines=[self.engine],
-                                       board=self.board)
+                                       board=self.board,
+                                       before_update=threads.for_update if threads is not None else None)
             self.loaded.trainer.on_micro_batch = update_progress_line(progress)
             trainer.start()  # the engine serves the trainer's bf16 weights, the board its version
             self.trainer = trainer
@@ -78,6 +80,19 @@ class EmbeddedRun:
         except BaseException:
             self.close()
             raise
+
+    def _torch_threads(self, settings: Settings) -> SharedCoreThreads | None:
+        """AZR_TORCH_THREADS=N fixes the count; 0 (the default) shares the cores with the sandbox workers."""
+        if settings.torch_threads:
+            configure_torch_threads(settings.torch_threads, settings.executor_workers)
+            self.say(f"torch uses {settings.torch_threads} CPU thread(s) (AZR_TORCH_THREADS)")
+            return None
+        threads = SharedCoreThreads(cores=available_cores(), executor_workers=settings.executor_workers,
+                                    jobs_running=self.executor.jobs_running)
+        threads.for_update()
+        self.say(f"torch uses {threads.idle_threads} CPU thread(s), {threads.busy_threads} while sandbox jobs run "
+                 f"(AZR_TORCH_THREADS=0; N fixes it)")
+        return threads
 
     def run(self) -> list[dict[str, Any]]:
         if self.loop.last_step() == 0:

@@ -34,8 +34,10 @@ class InProcessTrainer:
 
     def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
                  applied_log: AppliedEpisodeLog, engines: Sequence[InferenceEngine],
-                 board: PolicyVersionBoard | None) -> None:
+                 board: PolicyVersionBoard | None, before_update: Callable[[], None] | None = None) -> None:
+        """`before_update` runs before each update (the embedded run gives torch every core there)."""
         self.loaded = loaded
+        self.before_update = before_update
         self.service = TrainerService(loaded=loaded, settings=settings, queue=queue, applied_log=applied_log,
                                       run_dir=settings.run_dir, engines=engines, board=board,
                                       consumer=TRAINER_CONSUMER)
@@ -53,6 +55,8 @@ class InProcessTrainer:
         commit when a full checkpoint is due. Returns the update's report with `policy_version` after it."""
         counters = self.service.counters
         duplicates_before = counters.duplicates_skipped
+        if self.before_update is not None:
+            self.before_update()
         try:
             trained = self.service.train_on({episode.id for episode in episodes})
         except RuntimeError as error:

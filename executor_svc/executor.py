@@ -172,6 +172,10 @@ class Executor:
         """Worker counters per pool: started, lost, recycled, requests."""
         return {"gold": vars(self._gold.stats).copy(), "verify": vars(self._verify.stats).copy()}
 
+    def jobs_running(self) -> int:
+        """Sandbox workers running generated code now, over both pools (what `SharedCoreThreads` watches)."""
+        return self._gold.busy_workers() + self._verify.busy_workers()
+
     def worker_pids(self) -> dict[str, list[int]]:
         """Host pids of the live workers per pool (for operators and tests)."""
         return {"gold": self._gold.worker_pids(), "verify": self._verify.worker_pids()}

@@ -97,6 +97,10 @@ class WorkerPool:
                 self._discard(slot)
             self._idle.put(slot)
 
+    def busy_workers(self) -> int:
+        """Workers serving a request now (a snapshot: it may change as soon as it is read)."""
+        return len(self._slots) - self._idle.qsize()
+
     def worker_pids(self) -> list[int]:
         """Host pids of the live workers (bwrap's or the container client's pid), where the channel has one."""
         with self._lock:

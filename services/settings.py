@@ -157,9 +157,10 @@ class Settings(BaseSettings):
     device: str = "auto"
     """Torch device for the local engine and trainer: `auto` (CUDA if present), `cpu`, `cuda`, `cuda:N`."""
     torch_threads: int = Field(0, ge=0)
-    """Threads torch uses on the CPU in this process (inference and updates); 0 = one per core not left to the
-    executor's sandbox workers (at least one): on 2 cores with 2 workers that is 1, because torch's spinning threads
-    beside busy workers generate several times slower than one thread (README, embedded profile)."""
+    """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
+    every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers
+    leave (at least one) while one does, because torch's spinning threads beside busy workers run several times
+    slower (README, embedded profile); in other processes always the latter rule."""
 
     # --- executor ----------------------------------------------------------------------------------------------------
     executor_backend: Literal["process", "docker"] = "process"

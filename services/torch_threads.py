@@ -1,15 +1,18 @@
 """How many CPU threads torch uses in a process that generates or trains (`Settings.torch_threads`).
 
 Why it matters: torch's intra-op pool defaults to one thread per core and its threads spin while they wait. Beside
-the executor's sandbox workers (and a second pool for the update) that oversubscribes the cores; on the 2-core
-machines the README measures, generation ran several times slower with two threads than with one. `auto` (0) leaves
-the executor's workers their cores. Call once, early, before the process starts torch work (later calls still apply
-to the intra-op pool; the inter-op pool is fixed once used, so it is left alone).
+busy sandbox workers that oversubscribes the cores: on 2 cores with one process spinning beside it, generation with
+two threads ran at 0.43x the speed of one thread on the idle machine (README, `bench/inference.py threads`). On idle
+cores two threads are faster: 1.15x for decoding, 1.84x for the update (compute-bound, like prefill). So `auto` (0)
+is `auto_threads` (the cores the executor's workers leave) where the executor runs in another process or its load
+is unknown, and, in the embedded run, `SharedCoreThreads`: every core while no sandbox job runs, `auto_threads`
+while one does. Only the intra-op pool changes (the inter-op pool is fixed once used, so it is left alone).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -32,3 +35,29 @@ def configure_torch_threads(torch_threads: int, executor_workers: int) -> int:
     threads = torch_threads or auto_threads(available_cores(), executor_workers)
     torch.set_num_threads(threads)
     return threads
+
+
+class SharedCoreThreads:
+    """Torch threads for a process that also drives the executor's sandbox workers (the embedded run).
+
+    `before_generation_forward` runs before every forward pass of generation: `idle_threads` (every core) while no
+    sandbox job runs, `busy_threads` (the cores the workers leave) while one does; checks start and end between
+    decoding steps, so the count follows them within one token. `for_update` sets every core: the embedded update
+    runs between steps, when every check has been awaited."""
+
+    def __init__(self, *, cores: int, executor_workers: int, jobs_running: Callable[[], int]) -> None:
+        self.idle_threads = max(1, cores)
+        self.busy_threads = auto_threads(cores, executor_workers)
+        self.jobs_running = jobs_running
+        self.current = 0  # what torch was last set to here (0: not yet)
+
+    def before_generation_forward(self) -> None:
+        self._use(self.busy_threads if self.jobs_running() else self.idle_threads)
+
+    def for_update(self) -> None:
+        self._use(self.idle_threads)
+
+    def _use(self, threads: int) -> None:
+        if threads != self.current:  # set_num_threads is cheap, but called once per token: skip no-op calls
+            torch.set_num_threads(threads)
+            self.current = threads

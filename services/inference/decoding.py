@@ -80,20 +80,22 @@ without a sign of life; in chunks, each reported, they take the same time with a
 
 
 def _prefill(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-             max_new_tokens: int, on_step: Callable[[DecodeProgress], None] | None
-             ) -> tuple[Any, torch.Tensor]:
+             max_new_tokens: int, on_step: Callable[[DecodeProgress], None] | None,
+             before_forward: Callable[[], None]) -> tuple[Any, torch.Tensor]:
     """(KV cache, last-position logits [batch, V]) of the left-padded prompts [batch, width]. One forward when the
     batch is small or nobody watches; otherwise chunks along the sequence (the cache carries the earlier chunks; the
     mask covers every position so far), each followed by a step-0 progress report."""
     batch, width = input_ids.shape
     chunk = max(32, PREFILL_CHUNK_TOKENS // batch)
     if on_step is None or width <= chunk:
+        before_forward()
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
                     logits_to_keep=1)
         return out.past_key_values, out.logits[:, -1, :]
     past = None
     for start in range(0, width, chunk):
         end = min(start + chunk, width)
+        before_forward()
         out = model(input_ids=input_ids[:, start:end], attention_mask=mask[:, :end],
                     position_ids=positions[:, start:end], past_key_values=past, use_cache=True, logits_to_keep=1)
         past = out.past_key_values
@@ -113,19 +115,23 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
                 pad_id: int, detokenize: Callable[[Sequence[int]], str],
                 generator: torch.Generator | None | list[torch.Generator | None],
                 abort: threading.Event | None = None, repeats: int = 1,
-                on_step: Callable[[DecodeProgress], None] | None = None) -> list[RawSample]:
+                on_step: Callable[[DecodeProgress], None] | None = None,
+                before_forward: Callable[[], None] | None = None) -> list[RawSample]:
     """Sample `repeats` continuations of each prompt (prompt-major order: prompt 0's samples first).
 
     Each prompt is prefilled once and its KV cache copied to its `repeats` rows; rows that finish are dropped from
     the batch, so long samples do not pay for short ones. `generator`: one for all rows, or one per sample (in the
     samples' order), so a sample's tokens depend only on its own seed. `abort`, when set, ends every unfinished row at
-    the next step with finish_reason `abort` and what it had so far. `on_step` is called after every step.
+    the next step with finish_reason `abort` and what it had so far. `on_step` is called after every step,
+    `before_forward` before every forward pass, prefill chunks included (the embedded run sets torch's thread count
+    there: services/torch_threads.py).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     device = next(model.parameters()).device
     input_ids, mask, positions = _left_pad(prompts, pad_id, device)
-    past, logits = _prefill(model, input_ids, mask, positions, spec.max_new_tokens, on_step)
+    before = before_forward or (lambda: None)
+    past, logits = _prefill(model, input_ids, mask, positions, spec.max_new_tokens, on_step, before)
     if repeats > 1:
         past.batch_repeat_interleave(repeats)
         logits = logits.repeat_interleave(repeats, dim=0)
@@ -140,6 +146,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
         if abort is not None and abort.is_set():
             break
         if step > 0:
+            before()
             out = model(input_ids=tokens.unsqueeze(-1), attention_mask=mask, position_ids=step_positions,
                         past_key_values=past, use_cache=True, logits_to_keep=1)
             past, logits = out.past_key_values, out.logits[:, -1, :]

@@ -78,6 +78,8 @@ class LocalEngine:
         self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(self._model)
         self.on_decode_step: Callable[[DecodeProgress], None] | None = None
         """Called after every decoding step of every batch (a live progress display sets it)."""
+        self.before_forward: Callable[[], None] | None = None
+        """Called before every forward pass of generation (the embedded run sets torch's thread count there)."""
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
@@ -160,7 +162,7 @@ class LocalEngine:
                 flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=n,
                                     eos_ids=self._eos_ids, pad_id=self.codec.pad_token_id(),
                                     detokenize=self.codec.decode, generator=generator, abort=abort,
-                                    on_step=self.on_decode_step)
+                                    on_step=self.on_decode_step, before_forward=self.before_forward)
             version = self._version
         return [flat[i * sampling.n:(i + 1) * sampling.n] for i in range(len(prompts))], version
 

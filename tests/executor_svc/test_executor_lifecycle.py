@@ -193,3 +193,19 @@ def test_the_staged_worker_program_is_reused_and_guarded(monkeypatch: pytest.Mon
     Path(first).parent.chmod(0o777)  # anyone could swap the program now: refuse to use it
     with pytest.raises(SandboxUnavailable, match="not ours alone"):
         process_backend.stage_worker()
+
+
+def test_jobs_running_counts_the_workers_running_code_now(executor: Executor) -> None:
+    """What the embedded run's torch threads follow (services/torch_threads.py): 1 while a program sleeps in a
+    worker, 0 once it has answered."""
+    sleeper = "import select\ndef f(x):\n    select.select([], [], [], 1.0)\n    return x"
+    assert executor.jobs_running() == 0
+    worker = threading.Thread(target=executor.validate_proposal, args=(sleeper, "1"))
+    worker.start()
+    seen = 0
+    deadline = time.monotonic() + 5
+    while worker.is_alive() and time.monotonic() < deadline:
+        seen = max(seen, executor.jobs_running())
+        time.sleep(0.02)
+    worker.join()
+    assert seen == 1 and executor.jobs_running() == 0

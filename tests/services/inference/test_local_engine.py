@@ -203,3 +203,26 @@ def test_a_watched_long_prefill_goes_in_reported_chunks_and_samples_as_one_forwa
     assert [s.output_ids for s in chunked] == [s.output_ids for s in whole]
     assert torch.allclose(torch.tensor([s.logprobs for s in chunked]), torch.tensor([s.logprobs for s in whole]),
                           atol=1e-4)
+
+
+def test_before_forward_runs_before_every_forward_pass(tiny_engine: LocalEngine, prompts: list[list[int]],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded run sets torch's threads there: once per prefill chunk and once per decoding step after the first
+    (whose logits come from the prefill), and it sees the model's forward calls one for one."""
+    from services.inference import decoding
+
+    monkeypatch.setattr(decoding, "PREFILL_CHUNK_TOKENS", 64)
+    calls: list[str] = []
+    model = tiny_engine.model
+    hook = model.register_forward_pre_hook(lambda *_: calls.append("forward"))
+    tiny_engine.before_forward = lambda: calls.append("before")
+    try:
+        events: list[decoding.DecodeProgress] = []
+        tiny_engine.on_decode_step = events.append
+        tiny_engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=1.0, stop=[]))
+    finally:
+        hook.remove()
+        tiny_engine.before_forward = tiny_engine.on_decode_step = None
+    chunks = sum(1 for e in events if e.step == 0)
+    steps = sum(1 for e in events if e.step > 0)
+    assert calls == ["before", "forward"] * (chunks + steps - 1) and chunks >= 2

@@ -1,0 +1,49 @@
+"""`SharedCoreThreads`: torch's thread count follows the sandbox workers' load (every core while none runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from services.torch_threads import SharedCoreThreads, auto_threads, configure_torch_threads
+
+
+@pytest.fixture(autouse=True)
+def restore_threads() -> Iterator[None]:
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_every_core_while_no_job_runs_and_the_workers_cores_left_while_one_does() -> None:
+    running = [0]
+    threads = SharedCoreThreads(cores=4, executor_workers=3, jobs_running=lambda: running[0])
+    threads.before_generation_forward()
+    assert torch.get_num_threads() == 4
+    running[0] = 2
+    threads.before_generation_forward()
+    assert torch.get_num_threads() == 1 == auto_threads(4, 3)
+    threads.for_update()  # the update runs after every check was awaited: all cores whatever the snapshot says
+    assert torch.get_num_threads() == 4
+    running[0] = 0
+    threads.before_generation_forward()
+    assert torch.get_num_threads() == 4
+
+
+def test_set_only_when_the_count_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Called before every token's forward pass: a no-op while the load stays the same."""
+    set_to: list[int] = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    running = [0]
+    threads = SharedCoreThreads(cores=2, executor_workers=2, jobs_running=lambda: running[0])
+    for load in (0, 0, 0, 1, 1, 0, 0):
+        running[0] = load
+        threads.before_generation_forward()
+    assert set_to == [2, 1, 2]
+
+
+def test_a_fixed_count_is_kept() -> None:
+    assert configure_torch_threads(3, executor_workers=2) == 3 == torch.get_num_threads()
+    assert configure_torch_threads(0, executor_workers=10) == 1  # auto: at least one thread
