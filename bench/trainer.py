@@ -74,7 +74,7 @@ def plain_step(trainer: PolicyTrainer, optimizer: torch.optim.Optimizer, episode
     optimizer.zero_grad(set_to_none=True)
     for cpu_mb in micro_batches:
         mb = cpu_mb.to(device)
-        with autocast_for(device, trainer.settings.trainer_bf16):
+        with autocast_for(device, trainer.bf16):
             if logits == "response":
                 picked = response_logits(model, mb).float()  # [b, R, V]
                 targets = mb.response_ids.masked_fill(~mb.response_mask, -100)
@@ -119,7 +119,8 @@ def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer
 
     settings = Settings(device=args.device, micro_batch_size=micro_batch_size,
                         micro_batch_tokens=args.micro_batch_tokens,
-                        gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16)
+                        gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16,
+                        trainer_bf16_cpu=args.bf16)
     model_dir = resolve_model(args.model)
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
     if settings.gradient_checkpointing:

@@ -32,7 +32,8 @@ class InferenceServerProcess:
         self.model = model
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **(env or {})}
+        # float32 weights unless `env` says otherwise: tests compare the served numbers with an in-process engine's
+        self.env = {**os.environ, "AZR_LOCAL_ENGINE_DTYPE": "float32", **(env or {})}
         self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"azr-inference-{self.port}.log", "w+b")
         self.process = self._spawn()
 

@@ -14,7 +14,9 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
+from services.cpu_features import cpu_has_native_bf16
 from services.inference.causal_lm import hf_model
+from services.settings import Settings
 from trainer_svc.batching import MicroBatch
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS, head_logprobs_and_entropy
 
@@ -88,10 +90,18 @@ def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool
 
 
 def autocast_for(device: torch.device, bf16: bool) -> AbstractContextManager[object]:
-    """bf16 autocast on CUDA when asked (fp32 master weights stay in the optimizer); nothing on CPU."""
-    if device.type == "cuda" and bf16:
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    """bf16 autocast on CUDA or CPU when asked (fp32 master weights stay in the optimizer); nothing otherwise."""
+    if bf16 and device.type in ("cuda", "cpu"):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return nullcontext()
+
+
+def bf16_autocast(settings: Settings, device: torch.device) -> bool:
+    """Whether the trainer's forward passes autocast to bf16 on `device`: `trainer_bf16` on CUDA,
+    `trainer_bf16_cpu` on a CPU that multiplies bf16 natively."""
+    if device.type == "cuda":
+        return settings.trainer_bf16
+    return device.type == "cpu" and settings.trainer_bf16_cpu and cpu_has_native_bf16()
 
 
 def resolve_device(name: str) -> torch.device:

@@ -41,7 +41,7 @@ from trainer_svc.distributed_env import RankInfo, all_reduce_floats
 from trainer_svc.fsdp_wrap import grad_norm_value
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
-from trainer_svc.policy_forward import autocast_for, logprobs_and_entropy
+from trainer_svc.policy_forward import autocast_for, bf16_autocast, logprobs_and_entropy
 from trainer_svc.rank_commands import UpdateCommand, announce
 from trainer_svc.rank_share import RankShare, rank_share, whole_batch
 from trainer_svc.report import GroupStats, UpdateReport
@@ -77,7 +77,7 @@ class MicroBatchProgress:
 
 
 def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
-                         entropy_coef: float, device: torch.device, bf16: bool = True,
+                         entropy_coef: float, device: torch.device, bf16: bool = False,
                          temperature: float = 1.0, share: RankShare | None = None,
                          chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
                          on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> AccumulatedStats:
@@ -192,6 +192,8 @@ class PolicyTrainer:
         self.settings = settings
         self.pad_id = pad_id
         self.device = device
+        self.bf16 = bf16_autocast(settings, device)
+        """Forward passes under bf16 autocast (services.settings: trainer_bf16, trainer_bf16_cpu)."""
         self.optimizer = optimizer or make_optimizer(self.model, settings)
         self.step = step
         self.policy_version = policy_version
@@ -229,7 +231,7 @@ class PolicyTrainer:
         for epoch in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             stats = accumulate_gradients(self.forward_module, micro_batches, clip_eps=s.clip_eps,
-                                         entropy_coef=s.entropy_coef, device=self.device, bf16=s.trainer_bf16,
+                                         entropy_coef=s.entropy_coef, device=self.device, bf16=self.bf16,
                                          temperature=s.temperature, share=share,
                                          chunk_tokens=s.logprob_chunk_tokens, on_micro_batch=self.on_micro_batch)
             if epoch == 0:

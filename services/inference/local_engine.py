@@ -23,11 +23,13 @@ from pathlib import Path
 
 import torch
 
+from services import cpu_features
 from services.inference.causal_lm import hf_model
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
 from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
+from services.settings import Settings
 
 INITIAL_WEIGHT_VERSION = "0"
 """The version of the weights an engine starts with (policy version 0: the base model)."""
@@ -41,8 +43,23 @@ def pick_device(device: str) -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """float32 on CPU (exact logprobs; bf16 matmuls are not faster on CPUs without AMX), bfloat16 on CUDA."""
+    """The engine's dtype when none is given: float32 on CPU (what tests compare exactly), bfloat16 on CUDA."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def engine_dtype(choice: str, device: torch.device) -> torch.dtype:
+    """`Settings.local_engine_dtype` on `device`. `auto`: bfloat16 on CUDA and on CPUs with native bf16 (on 2 such
+    cores the default model prefilled 2.1x and decoded 1.14x faster than in float32: README), else float32."""
+    if choice in ("float32", "bfloat16"):
+        return getattr(torch, choice)
+    if choice != "auto":
+        raise ValueError(f"unknown local_engine_dtype {choice!r}")
+    return torch.bfloat16 if device.type == "cuda" or cpu_features.cpu_has_native_bf16() else torch.float32
+
+
+def settings_engine_dtype(settings: Settings) -> torch.dtype:
+    """The dtype a local engine built from `settings` loads its weights in (`local_engine_dtype` on `device`)."""
+    return engine_dtype(settings.local_engine_dtype, pick_device(settings.device))
 
 
 def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:

@@ -25,6 +25,8 @@ def _single_thread_torch() -> None:
 
 @pytest.fixture
 def cpu_settings(tmp_path: Path) -> Settings:
-    """Trainer settings for tests: CPU, a large lr so one update visibly moves the tiny model."""
+    """Trainer settings for tests: CPU in float32 (exact comparisons; bf16 autocast has its own test), a large lr so
+    one update visibly moves the tiny model."""
     return Settings(device="cpu", learning_rate=1e-3, entropy_coef=0.0, weight_decay=0.0, micro_batch_size=4,
+                    trainer_bf16_cpu=False,
                     run_root=tmp_path / "runs", run_id="t")

@@ -43,9 +43,9 @@ NORM_RTOL = 1e-4
 shard, then combined) rounds differently from the one-process norm: the clip coefficient, hence the grad norm and
 the AdamW moments, agree to ~1e-5 relative. Adam's step is scale-invariant, so the weights still agree to 1e-7."""
 SETTINGS = {"device": "cpu", "learning_rate": 1e-3, "weight_decay": 0.01, "entropy_coef": 0.001,
-            "micro_batch_size": 4, "ppo_epochs": 2, "grad_clip": 1.0}
+            "micro_batch_size": 4, "ppo_epochs": 2, "grad_clip": 1.0, "trainer_bf16_cpu": False}
 """Two PPO epochs (the second sees ratios ≠ 1 and clipping), a grad clip the tiny model's norm exceeds, weight decay
-and the entropy bonus: every term of the update is exercised."""
+and the entropy bonus: every term of the update is exercised. float32: the comparisons are to 1e-6."""
 
 
 def with_behaviour_logprobs(batch: list[Episode], tiny_dir: Path, settings: Settings) -> list[Episode]:
