@@ -30,6 +30,7 @@ from services.cpu_features import cpu_has_native_bf16  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.ports import SamplingParams  # noqa: E402
 from services.settings import Settings  # noqa: E402
+from services.torch_threads import available_cores  # noqa: E402
 
 
 def generation(model_dir: Path, dtype: torch.dtype, rows: int, new_tokens: int) -> tuple[float, float]:
@@ -83,7 +84,7 @@ def main() -> None:
     parser.add_argument("--response-len", type=int, default=250, help="update episodes: mean response tokens")
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
-    print(f"{args.model}; CPU with native bf16: {cpu_has_native_bf16()}; {torch.get_num_threads()} cores visible")
+    print(f"{args.model}; CPU with native bf16: {cpu_has_native_bf16()}; {available_cores()} cores")
     torch.set_num_threads(2)
     print("| generation, 2 threads | rows | float32 | bfloat16 | speedup |")
     print("|---|---|---|---|---|")

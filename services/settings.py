@@ -50,7 +50,7 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         "queue_backend": "inprocess",
         "executor_backend": "process",
         "inference_backend": "local",
-        "batch_size": 2,  # a default-model step ~25-50 min on 2 CPU cores (README); 4 doubles it
+        "batch_size": 2,  # a default-model step ~11 min on 2 CPU cores with native bf16 (README); 4 doubles it
         "max_prompt_tokens": 2048,
         # the default model's step-0 responses: 5% are longer than 1,024 tokens, 14% than 768, 32% than 512 (README,
         # "Reading real model text"); a cut response earns the format penalty whatever it was going to say
