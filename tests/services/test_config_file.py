@@ -112,7 +112,8 @@ def test_a_bad_value_in_the_file_is_a_validation_error(tmp_path: Path) -> None:
         load_settings(write(tmp_path / "zero.toml", "batch_size = 0\n"))
 
 
-@pytest.mark.parametrize(("name", "profile"), [("embedded", "embedded"), ("distributed", "distributed")])
+@pytest.mark.parametrize(("name", "profile"), [("embedded", "embedded"), ("distributed", "distributed"),
+                                              ("learn-cpu", "embedded")])
 def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
     path = REPO_ROOT / "configs" / f"{name}.toml"
     settings = load_settings(path)
@@ -121,6 +122,11 @@ def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
     for key, value in PROFILE_DEFAULTS[profile].items():  # the file does not contradict its profile's sizes
         if key != "database_url":
             assert getattr(settings, key) == value, key
+
+
+def test_the_learning_preset_trains_lora_adapters_at_the_measured_rate() -> None:
+    settings = load_settings(REPO_ROOT / "configs" / "learn-cpu.toml")
+    assert (settings.lora_rank, settings.learning_rate, settings.run_id) == (16, 1e-4, "learn-cpu")
 
 
 def show(*args: str, env: dict[str, str] | None = None) -> dict:
