@@ -1,6 +1,6 @@
 """Tests for services/algorithm/prompts.py: every template is checked against the paper's own figure text (Figs 33-39).
 
-The paper is a PDF extraction (/work/shared/paper/absolute_zero_paper.txt, `../shared` beside the repo root in CI):
+The paper is a PDF extraction (`paper/absolute_zero_paper.txt` in the shared test data directory, AZR_SHARED_DIR):
 `clean_paper_figure` removes its artefacts (mojibake, "↪ →" continuation markers, stray fences, the caption fence) and
 `paper_mismatch` compares with all whitespace removed, because the extraction both lost and invented whitespace
 ("Output{NUM_INPUTS}Inputs", lost indentation). Any change of a word, symbol or placeholder still fails.
