@@ -31,7 +31,7 @@ class EmbeddedRun:
                  prometheus: CoordinatorMetrics | None = None) -> None:
         """`prometheus`: record the steps and the executor's tasks there (what `azr run` serves on `/metrics`)."""
         from azr.factory import local_executor, self_play
-        from services.inference.local_engine import LocalEngine, settings_engine_dtype
+        from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
         from services.queues import open_applied_episode_log, open_episode_queue, open_policy_version_board
         from services.store import open_store
@@ -49,8 +49,7 @@ class EmbeddedRun:
             model_dir = resolve_model(settings.model, say=progress)
             self.loaded = load_or_restore(settings.run_dir, Path(model_dir), settings)
             served = self.loaded.source
-            self.engine = LocalEngine(served, device=settings.device, seed=settings.seed,
-                                      dtype=settings_engine_dtype(settings))
+            self.engine = LocalEngine.from_settings(served, settings)
             if threads is not None:
                 self.engine.before_forward = threads.before_generation_forward
             version = int(self.loaded.trainer.policy_version)

@@ -72,11 +72,10 @@ def inference_engine(settings: Settings) -> InferenceEngine:
         from services.inference.sglang_client import SGLangClient
 
         return SGLangClient.from_settings(settings, prepared_model_dir(settings.model))
-    from services.inference.local_engine import LocalEngine, settings_engine_dtype
+    from services.inference.local_engine import LocalEngine
     from services.inference.model_registry import resolve_model
 
-    return LocalEngine(resolve_model(settings.model), device=settings.device, seed=settings.seed,
-                       dtype=settings_engine_dtype(settings))
+    return LocalEngine.from_settings(resolve_model(settings.model), settings)
 
 
 @dataclass

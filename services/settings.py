@@ -159,8 +159,8 @@ class Settings(BaseSettings):
     """Torch device for the local engine and trainer: `auto` (CUDA if present), `cpu`, `cuda`, `cuda:N`."""
     local_engine_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights dtype of the local engine (generation only; the trainer keeps float32 weights and recomputes π_old, so
-    the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: 2.1x
-    faster prefill, 1.14x faster decoding on 2 cores, README), float32 on other CPUs (emulated bf16 is slower)."""
+    the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: ~2.2x
+    faster prefill, 1.1-1.4x faster decoding on 2 cores, README), float32 on other CPUs (emulated bf16 is slower)."""
     torch_threads: int = Field(0, ge=0)
     """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers

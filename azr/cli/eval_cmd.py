@@ -130,7 +130,7 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
     from azr.factory import local_executor
     from services.coordinator.engine_rollouts import EngineRollouts
     from services.evaluation.runner import run_cruxeval
-    from services.inference.local_engine import LocalEngine, settings_engine_dtype
+    from services.inference.local_engine import LocalEngine
     from services.ports import InferenceError
     from services.torch_threads import configure_torch_threads
 
@@ -138,8 +138,7 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
     configure_torch_threads(settings.torch_threads, settings.executor_workers)
     began = time.perf_counter()
     try:
-        engine = LocalEngine(model_dir, device=settings.device, seed=settings.seed, max_batch_rows=batch_size,
-                             dtype=settings_engine_dtype(settings))
+        engine = LocalEngine.from_settings(model_dir, settings, max_batch_rows=batch_size)
     except InferenceError as error:
         raise refuse(str(error)) from None
     say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "

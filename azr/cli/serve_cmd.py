@@ -45,7 +45,7 @@ def serve_inference(
     `--admin-api-key` does."""
     import uvicorn
 
-    from services.inference.local_engine import LocalEngine, settings_engine_dtype
+    from services.inference.local_engine import LocalEngine
     from services.inference.model_registry import resolve_model
     from services.inference.sglang_server import create_inference_app
     from services.ports import InferenceError
@@ -54,8 +54,7 @@ def serve_inference(
     settings = cli_settings()
     configure_torch_threads(settings.torch_threads, executor_workers=0)  # this process only generates
     try:
-        engine = LocalEngine(resolve_model(model or settings.model), device=settings.device, seed=seed,
-                             dtype=settings_engine_dtype(settings))
+        engine = LocalEngine.from_settings(resolve_model(model or settings.model), settings, seed=seed)
     except InferenceError as exc:  # a missing package or model directory: say which, no traceback
         raise bad_input(f"azr serve inference: {exc}") from None
     key = settings.sglang_admin_api_key.get_secret_value() if settings.sglang_admin_api_key is not None else None

@@ -48,8 +48,9 @@ def default_dtype(device: torch.device) -> torch.dtype:
 
 
 def engine_dtype(choice: str, device: torch.device) -> torch.dtype:
-    """`Settings.local_engine_dtype` on `device`. `auto`: bfloat16 on CUDA and on CPUs with native bf16 (on 2 such
-    cores the default model prefilled 2.1x and decoded 1.14x faster than in float32: README), else float32."""
+    """`Settings.local_engine_dtype` on `device`. `auto`: bfloat16 on CUDA and on CPUs with native bf16 (where the
+    default model prefills ~2.2x and decodes 1.1-1.4x faster than in float32: README, bench/cpu_speedups.py), else
+    float32."""
     if choice in ("float32", "bfloat16"):
         return getattr(torch, choice)
     if choice != "auto":
@@ -97,6 +98,13 @@ class LocalEngine:
         """Called after every decoding step of every batch (a live progress display sets it)."""
         self.before_forward: Callable[[], None] | None = None
         """Called before every forward pass of generation (the embedded run sets torch's thread count there)."""
+
+    @classmethod
+    def from_settings(cls, model_dir: str | Path, settings: Settings, *, seed: int | None = None,
+                      max_batch_rows: int = 32) -> LocalEngine:
+        """The engine a process configured by `settings` runs: its device, dtype (`local_engine_dtype`) and seed."""
+        return cls(model_dir, device=settings.device, dtype=settings_engine_dtype(settings),
+                   seed=settings.seed if seed is None else seed, max_batch_rows=max_batch_rows)
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:

@@ -51,6 +51,7 @@ def test_an_unknown_choice_is_refused() -> None:
 
 def test_a_settings_built_engine_generates_in_the_chosen_dtype(tiny_dir: Path) -> None:
     settings = Settings(device="cpu", local_engine_dtype="bfloat16")
-    engine = LocalEngine(tiny_dir, device="cpu", dtype=settings_engine_dtype(settings))
+    assert settings_engine_dtype(settings) is torch.bfloat16
+    engine = LocalEngine.from_settings(tiny_dir, settings)
     assert engine.model_info()["dtype"] == "bfloat16"
     assert next(engine.model.parameters()).dtype is torch.bfloat16
