@@ -207,3 +207,24 @@ def load_adapters(model: nn.Module, checkpoint: Path) -> None:
     if unexpected_keys or missing or len(state) != len(expected):
         raise ValueError(f"{checkpoint}: adapter weights do not fit the model (unexpected "
                          f"{list(unexpected_keys)[:3]}, missing {sorted(missing)[:3]})")
+
+
+def write_merged_model(checkpoint: Path, out_dir: Path) -> Path:
+    """Write ``checkpoint``'s policy as a plain HF model directory in ``out_dir``: the base it names (its fingerprint
+    checked) with the adapters merged in, float32, and the base's tokenizer. What `azr eval` loads for an
+    adapters-only checkpoint; the adapter settings are read from the checkpoint itself."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    checkpoint = Path(checkpoint)
+    record = json.loads((checkpoint / BASE_RECORD_FILE).read_text())
+    base = Path(record["base_model_dir"])
+    if not (base / "config.json").is_file():
+        raise ValueError(f"{checkpoint} holds LoRA adapters of the base model {base}, which is not there")
+    if base_fingerprint(base) != record["fingerprint"]:
+        raise ValueError(f"{checkpoint} holds LoRA adapters of another model than the one now at {base}")
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, local_files_only=True)
+    merged = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
+    merged.save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(base, local_files_only=True).save_pretrained(out_dir)
+    return Path(out_dir)

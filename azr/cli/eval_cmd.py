@@ -11,6 +11,7 @@ Exit codes: 0 done, 2 bad arguments or an unusable data file, model or output pa
 from __future__ import annotations
 
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,32 @@ def refuse(message: str) -> typer.Exit:
 
 
 @contextmanager
+def model_directory(model: str) -> Iterator[Path]:
+    """The HF model directory to evaluate: a preset, hub id or model directory as `resolve_model` finds it, or, for a
+    LoRA run's checkpoint (adapters only), its base with the adapters merged, written to a temporary directory that
+    lasts the evaluation. Refuses (exit 2) what is neither."""
+    from services.inference.model_registry import resolve_model
+    from services.ports import InferenceError
+    from trainer_svc.lora import is_adapter_checkpoint, write_merged_model
+
+    checkpoint = Path(model).expanduser()
+    if not is_adapter_checkpoint(checkpoint):
+        try:
+            model_dir = resolve_model(model)  # a real model is verified and converted here on first use
+        except InferenceError as error:
+            raise refuse(str(error)) from None
+        yield model_dir
+        return
+    with tempfile.TemporaryDirectory(prefix="azr-merged-") as merged:
+        typer.echo(f"{model}: LoRA adapters; merging them into their base model", err=True)
+        try:
+            model_dir = write_merged_model(checkpoint, Path(merged))
+        except (OSError, ValueError) as error:
+            raise refuse(f"cannot load the checkpoint {model}: {error}") from None
+        yield model_dir
+
+
+@contextmanager
 def open_output(path: Path) -> Iterator[IO[str]]:
     """`path` opened for writing before any generation (an unwritable path fails in a second, not after the run),
     and removed again when the evaluation fails, so no empty or partial result file is left behind."""
@@ -90,9 +117,6 @@ def cruxeval(
     """CRUXEval accuracy with our solver prompts (Figs 37-38), greedy decoding, answers judged by the executor."""
     from services.evaluation.cruxeval import EvalDataError, Split
     from services.evaluation.dataset import held_out, load_rows, seed_programs
-    from services.inference.model_registry import resolve_model
-    from services.ports import InferenceError
-
     if limit < 0:
         raise typer.BadParameter("must be 0 (all rows) or positive", param_hint="--limit")
     if batch_size < 1:
@@ -112,13 +136,9 @@ def cruxeval(
         raise refuse(str(error)) from None
     if not rows:
         raise refuse("no rows left to evaluate")
-    try:
-        model_dir = resolve_model(settings.model)  # a real model is verified and converted here on first use
-    except InferenceError as error:
-        raise refuse(str(error)) from None
     splits = list(Split) if split is EvalSplit.BOTH else [Split(split.value)]
     out_path = out or default_out_path(settings.run_root, settings.model, datetime.now(UTC))
-    with open_output(out_path) as stream:
+    with model_directory(settings.model) as model_dir, open_output(out_path) as stream:
         evaluate_into(stream, settings, model_dir, rows, splits, batch_size=batch_size,
                       max_new_tokens=max_response_tokens or settings.max_response_tokens)
     typer.echo(f"per-sample results: {out_path}", err=True)

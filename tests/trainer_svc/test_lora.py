@@ -33,6 +33,7 @@ from trainer_svc.lora import (
     lora_config,
     lora_layers,
     merged_state_dict,
+    write_merged_model,
 )
 from trainer_svc.ppo_update import accumulate_gradients
 from trainer_svc.resume import (
@@ -271,6 +272,39 @@ def test_merged_state_dict_equals_the_base_when_the_adapters_are_fresh(tiny_dir:
     assert merged.keys() == base.state_dict().keys()
     for name, tensor in base.state_dict().items():
         assert torch.equal(merged[name], tensor), name
+
+
+def test_a_checkpoint_merges_into_a_plain_model_directory_that_azr_eval_scores(tiny_dir: Path,
+                                                                              lora_settings: Settings,
+                                                                              tmp_path: Path) -> None:
+    loaded = lora_trainer(tiny_dir, lora_settings)
+    loaded.trainer.update(six_group_batch(loaded.tokenizer, 2))
+    checkpoint = checkpoint_trainer(loaded, tmp_path / "run", lora_settings, policy_version=1)
+    merged_dir = write_merged_model(checkpoint, tmp_path / "merged")
+    merged, _ = load_model_and_tokenizer(merged_dir)
+    expected = merged_state_dict(loaded.trainer.model)
+    base_state = load_model_and_tokenizer(tiny_dir)[0].state_dict()
+    state = merged.state_dict()
+    assert state.keys() == expected.keys()
+    for name, tensor in state.items():
+        torch.testing.assert_close(tensor, expected[name], rtol=0, atol=1e-6, msg=name)
+    assert any(not torch.equal(state[name], base_state[name]) for name in state), "the update is in the merge"
+
+    env = {"AZR_EXECUTOR_WORKERS": "1", "COLUMNS": "250"}
+    args = ["eval", "cruxeval", "--model", str(checkpoint), "--limit", "2", "--max-response-tokens", "8",
+            "--out", str(tmp_path / "probe.jsonl")]
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert "LoRA adapters; merging them" in result.output and "CRUXEval-O  accuracy" in result.output
+    assert len((tmp_path / "probe.jsonl").read_text().splitlines()) == 4
+
+    record = json.loads((checkpoint / BASE_RECORD_FILE).read_text())
+    record["fingerprint"]["sampled_sha256"] = "0" * 64  # the base moved on: refuse, write nothing
+    (checkpoint / BASE_RECORD_FILE).write_text(json.dumps(record))
+    args[-1] = str(tmp_path / "refused.jsonl")
+    refused = CliRunner().invoke(app, args, env=env)
+    assert refused.exit_code == 2 and "adapters of another model" in refused.output, refused.output
+    assert not (tmp_path / "refused.jsonl").exists()
 
 
 # ------------------------------------------------------------------------------------------------ (e) FSDP
