@@ -31,10 +31,15 @@ def trend(
     window: Annotated[int, typer.Option(min=1, help="k: compare the first k steps with the last k.")] = 10,
     probe: Annotated[tuple[Path, Path] | None, typer.Option(
         help="Two `azr eval` per-sample files of the same rows: before and after.")] = None,
+    per_step: Annotated[bool, typer.Option(
+        help="Also print each step's update diagnostics (gradient norm, entropy, clip fraction, approximate KL) "
+             "and which (task type, role) groups carried signal (rewards not all equal), with a count per group.")
+    ] = False,
 ) -> None:
     """Print, per task type, the solver's format-OK share and mean reward over the first k and last k steps, the
     difference, a one-sided permutation p-value and a bootstrap 95% interval; with --probe, accuracy and format-OK
-    before/after, rows fixed and broken, and a one-sided sign-test p-value."""
+    before/after, rows fixed and broken, and a one-sided sign-test p-value; with --per-step, the diagnosis of
+    each step."""
     from services.reporting.trend_test import SERIES, compare_probe
     from services.reporting.trend_test import trend as trend_of
 
@@ -62,3 +67,19 @@ def trend(
             typer.echo(f"probe {c.split:7} {c.rows} rows: accuracy {c.correct_before}/{c.rows} -> "
                        f"{c.correct_after}/{c.rows}, format OK {c.format_ok_before} -> {c.format_ok_after}, "
                        f"fixed {c.fixed}, broken {c.broken}, sign test p = {c.p_value:.4f}")
+    if per_step:
+        print_diagnosis(lines)
+
+
+def print_diagnosis(lines: list[dict]) -> None:
+    """One row per step: the update's diagnostics and the groups whose rewards differed; then a count per group."""
+    from services.reporting.run_diagnosis import UPDATE_KEYS, diagnose, signal_counts
+
+    steps = diagnose(lines)
+    names = [key.removeprefix("train/") for key in UPDATE_KEYS]
+    typer.echo("\n" + f"{'step':>5} " + " ".join(f"{name:>13}" for name in names) + "  groups with signal")
+    for step in steps:
+        values = " ".join(f"{value:13.4g}" if value is not None else f"{'-':>13}" for value in step.update.values())
+        typer.echo(f"{step.step:5d} {values}  {', '.join(step.signal_groups) or '(none)'}")
+    counts = ", ".join(f"{group} {count}" for group, count in signal_counts(steps).items())
+    typer.echo(f"steps with signal, of {len(steps)}: {counts}")

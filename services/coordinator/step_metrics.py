@@ -1,8 +1,10 @@
 """The per-step metrics line (one JSON object per step in `metrics.jsonl` of the run directory).
 
 Pure: built from the step's records. Keys are stable (plots and the dashboard read them):
-`valid_rate/<type>`, `reward/<type>/<role>`, `format_ok/<type>/<role>` (share of the group's responses passing the
-Eq 6 format check), `solve_rate/<type>`, `learnability/<type>` (mean r̄ over valid, well-formed proposals),
+`valid_rate/<type>`, `reward/<type>/<role>`, `reward_std/<type>/<role>` (population spread of the group's rewards:
+0 means every Eq 8 advantage of the group is 0, so it carries no policy-gradient signal this step),
+`format_ok/<type>/<role>` (share of the group's responses passing the Eq 6 format check), `solve_rate/<type>`,
+`learnability/<type>` (mean r̄ over valid, well-formed proposals),
 `response_tokens/<type>/<role>`, `buffer/<type>`, `parse_failures/<reason>`, `exec_status/<status>`,
 `time/<phase>` (seconds), plus `step`, `policy_version`, `episodes`.
 """
@@ -15,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, pstdev
 from typing import TYPE_CHECKING, Any
 
 from services.records import Episode
@@ -53,13 +55,15 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, Any]:
-    """Mean reward, format-OK share and response length per (task type, role) group."""
+    """Mean and spread of the reward, format-OK share and response length per (task type, role) group."""
     groups: dict[tuple[str, str], list[Episode]] = {}
     for episode in episodes:
         groups.setdefault((episode.task_type.value, episode.role.value), []).append(episode)
     metrics: dict[str, Any] = {"episodes": len(episodes)}
     for (task_type, role), members in sorted(groups.items()):
-        metrics[f"reward/{task_type}/{role}"] = _mean([e.reward for e in members])
+        rewards = [e.reward for e in members]
+        metrics[f"reward/{task_type}/{role}"] = _mean(rewards)
+        metrics[f"reward_std/{task_type}/{role}"] = round(pstdev(rewards), 6)
         verdicts = [float(e.format_ok) for e in members if e.format_ok is not None]
         metrics[f"format_ok/{task_type}/{role}"] = _mean(verdicts)
         metrics[f"response_tokens/{task_type}/{role}"] = _mean([float(len(e.response_ids)) for e in members])
