@@ -19,7 +19,7 @@ from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.step_metrics import MetricsLog
 from services.settings import Settings
-from services.torch_threads import SharedCoreThreads, available_cores, configure_torch_threads
+from services.torch_threads import SharedCoreThreads, threads_beside_executor
 from trainer_svc.ppo_update import MicroBatchProgress
 from trainer_svc.resume import load_or_restore
 
@@ -84,15 +84,13 @@ class EmbeddedRun:
 
     def _torch_threads(self, settings: Settings) -> SharedCoreThreads | None:
         """AZR_TORCH_THREADS=N fixes the count; 0 (the default) shares the cores with the sandbox workers."""
-        if settings.torch_threads:
-            configure_torch_threads(settings.torch_threads, settings.executor_workers)
+        threads = threads_beside_executor(settings.torch_threads, settings.executor_workers,
+                                          self.executor.jobs_running)
+        if threads is None:
             self.say(f"torch uses {settings.torch_threads} CPU thread(s) (AZR_TORCH_THREADS)")
-            return None
-        threads = SharedCoreThreads(cores=available_cores(), executor_workers=settings.executor_workers,
-                                    jobs_running=self.executor.jobs_running)
-        threads.for_update()
-        self.say(f"torch uses {threads.idle_threads} CPU thread(s), {threads.busy_threads} while sandbox jobs run "
-                 f"(AZR_TORCH_THREADS=0; N fixes it)")
+        else:
+            self.say(f"torch uses {threads.idle_threads} CPU thread(s), {threads.busy_threads} while sandbox jobs "
+                     f"run (AZR_TORCH_THREADS=0; N fixes it)")
         return threads
 
     def run(self) -> list[dict[str, Any]]:

@@ -61,3 +61,17 @@ class SharedCoreThreads:
         if threads != self.current:  # set_num_threads is cheap, but called once per token: skip no-op calls
             torch.set_num_threads(threads)
             self.current = threads
+
+
+def threads_beside_executor(torch_threads: int, executor_workers: int,
+                            jobs_running: Callable[[], int]) -> SharedCoreThreads | None:
+    """The thread rule of a process that generates beside its own sandbox workers: `torch_threads` > 0 fixes the
+    count (set now; None returned); 0 returns a `SharedCoreThreads` over `jobs_running`, set to every core now, whose
+    `before_generation_forward` the engine must call (`LocalEngine.before_forward`)."""
+    if torch_threads:
+        configure_torch_threads(torch_threads, executor_workers)
+        return None
+    threads = SharedCoreThreads(cores=available_cores(), executor_workers=executor_workers,
+                                jobs_running=jobs_running)
+    threads.for_update()
+    return threads

@@ -152,19 +152,22 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
     from services.evaluation.runner import run_cruxeval
     from services.inference.local_engine import LocalEngine
     from services.ports import InferenceError
-    from services.torch_threads import configure_torch_threads
+    from services.torch_threads import threads_beside_executor
 
     say = lambda message: typer.echo(message, err=True)  # noqa: E731
-    configure_torch_threads(settings.torch_threads, settings.executor_workers)
     began = time.perf_counter()
-    try:
-        engine = LocalEngine.from_settings(model_dir, settings, max_batch_rows=batch_size)
-    except InferenceError as error:
-        raise refuse(str(error)) from None
-    say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
-        f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
-        f"at most {max_new_tokens} tokens")
     with local_executor(settings) as executor:
+        # every core while no check runs, the workers' leftover cores while one does (as the embedded run)
+        threads = threads_beside_executor(settings.torch_threads, settings.executor_workers, executor.jobs_running)
+        try:
+            engine = LocalEngine.from_settings(model_dir, settings, max_batch_rows=batch_size)
+        except InferenceError as error:
+            raise refuse(str(error)) from None
+        if threads is not None:
+            engine.before_forward = threads.before_generation_forward
+        say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
+            f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
+            f"at most {max_new_tokens} tokens")
         report = run_cruxeval(EngineRollouts(engine), executor, rows, splits, max_new_tokens=max_new_tokens,
                               batch_size=batch_size, check_parallelism=settings.executor_workers * 2,
                               progress=say)

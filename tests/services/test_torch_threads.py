@@ -7,7 +7,12 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from services.torch_threads import SharedCoreThreads, auto_threads, configure_torch_threads
+from services.torch_threads import (
+    SharedCoreThreads,
+    auto_threads,
+    configure_torch_threads,
+    threads_beside_executor,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +52,15 @@ def test_set_only_when_the_count_changes(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_fixed_count_is_kept() -> None:
     assert configure_torch_threads(3, executor_workers=2) == 3 == torch.get_num_threads()
     assert configure_torch_threads(0, executor_workers=10) == 1  # auto: at least one thread
+
+
+def test_beside_an_executor_a_fixed_count_is_set_and_auto_shares_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert threads_beside_executor(3, executor_workers=1, jobs_running=lambda: 0) is None
+    assert torch.get_num_threads() == 3
+    monkeypatch.setattr("services.torch_threads.available_cores", lambda: 2)
+    running = [1]
+    shared = threads_beside_executor(0, executor_workers=1, jobs_running=lambda: running[0])
+    assert shared is not None and (shared.idle_threads, shared.busy_threads) == (2, 1)
+    assert torch.get_num_threads() == 2, "every core until a generation step sees a job running"
+    shared.before_generation_forward()
+    assert torch.get_num_threads() == 1
