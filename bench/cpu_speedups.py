@@ -48,17 +48,16 @@ def generation(model_dir: Path, dtype: torch.dtype, rows: int, new_tokens: int) 
 
 
 def updates(model_dir: Path, configs: list[tuple[int, bool]], repeats: int, prompt_len: int,
-            response_len: int) -> dict[tuple[int, bool], float]:
-    """Median seconds per update for each (threads, bf16 autocast), on one model and one batch."""
-    from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
-    from trainer_svc.ppo_update import PolicyTrainer
-    from trainer_svc.resume import load_model_and_tokenizer, pad_id_of
+            response_len: int, lora_rank: int = 0) -> dict[tuple[int, bool], float]:
+    """Median seconds per update for each (threads, bf16 autocast), on one model and one batch; `lora_rank` > 0
+    trains LoRA adapters of that rank (alpha 2·rank, every linear layer of the decoder) instead of every weight."""
+    from trainer_svc.resume import fresh_trainer
 
-    settings = Settings(device="cpu", micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True)
-    model, tokenizer = load_model_and_tokenizer(model_dir)
-    checkpoint_decoder_layers(model)
-    trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=torch.device("cpu"))
-    episodes = make_episodes(model.config.vocab_size, 1, prompt_len, response_len)
+    lora = {"lora_rank": lora_rank, "lora_alpha": 2.0 * lora_rank} if lora_rank else {}
+    settings = Settings(device="cpu", micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True,
+                        trainer_bf16_cpu=False, **lora)
+    trainer = fresh_trainer(model_dir, settings).trainer
+    episodes = make_episodes(trainer.model.config.vocab_size, 1, prompt_len, response_len)
     torch.set_num_threads(2)
     trainer.update(episodes)  # warm-up: AdamW state, allocator
     times: dict[tuple[int, bool], list[float]] = {config: [] for config in configs}
@@ -82,22 +81,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--prompt-len", type=int, default=500, help="update episodes: mean prompt tokens")
     parser.add_argument("--response-len", type=int, default=250, help="update episodes: mean response tokens")
+    parser.add_argument("--lora-rank", type=int, default=0, help="update: LoRA adapters of this rank (0: full)")
+    parser.add_argument("--skip-generation", action="store_true", help="measure the update only")
     args = parser.parse_args()
     model_dir = Path(resolve_model(args.model))
     print(f"{args.model}; CPU with native bf16: {cpu_has_native_bf16()}; {available_cores()} cores")
     torch.set_num_threads(2)
-    print("| generation, 2 threads | rows | float32 | bfloat16 | speedup |")
-    print("|---|---|---|---|---|")
-    for rows in [int(r) for r in args.rows.split(",")]:
+    if not args.skip_generation:
+        print("| generation, 2 threads | rows | float32 | bfloat16 | speedup |")
+        print("|---|---|---|---|---|")
+    for rows in [] if args.skip_generation else [int(r) for r in args.rows.split(",")]:
         fp32 = generation(model_dir, torch.float32, rows, args.new_tokens)
         bf16 = generation(model_dir, torch.bfloat16, rows, args.new_tokens)
         print(f"| prefill | {rows} | {fp32[0]:.1f} s | {bf16[0]:.1f} s | {fp32[0] / bf16[0]:.2f}x |", flush=True)
         print(f"| decoding step | {rows} | {fp32[1]:.0f} ms | {bf16[1]:.0f} ms | {fp32[1] / bf16[1]:.2f}x |",
               flush=True)
     configs = [(1, False), (2, False), (2, True)]
-    seconds = updates(model_dir, configs, args.repeats, args.prompt_len, args.response_len)
+    seconds = updates(model_dir, configs, args.repeats, args.prompt_len, args.response_len, args.lora_rank)
     base = seconds[(1, False)]
-    print(f"| update (6 episodes, ~{6 * (args.prompt_len + args.response_len):,} tokens) | seconds | "
+    kind = f"LoRA r = {args.lora_rank}" if args.lora_rank else "full fine-tuning"
+    print(f"| update, {kind} (6 episodes, ~{6 * (args.prompt_len + args.response_len):,} tokens) | seconds | "
           f"vs 1 thread float32 |")
     print("|---|---|---|")
     for threads, bf16 in configs:
