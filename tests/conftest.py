@@ -33,7 +33,7 @@ def skip_or_fail(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    """`../shared` beside the repository: the paper, the reference notes and the real data."""
+    """The shared test-data directory beside the repository (AZR_SHARED_DIR): its `data/` holds the real rows."""
     if not SHARED_DIR.is_dir():
         skip_or_fail(f"shared directory not found at {SHARED_DIR} (set AZR_SHARED_DIR)")
     return SHARED_DIR

@@ -24,8 +24,8 @@ SGLANG_SAMPLING_PARAMS_API_FIELDS = {
 # (the class has many more; unknown top-level keys are ignored by SGLang).
 SGLANG_GENERATE_REQ_FIELDS_WE_USE = {"text", "input_ids", "sampling_params", "return_logprob", "rid", "stream"}
 
-# A real /generate response from SGLang's CI docs run (2026-03-03), quoted in /work/shared/reference/sglang_api.md
-# §1.1, with return_logprob's meta_info.output_token_logprobs ([logprob, token_id, text-or-null]) added per §1.1.
+# A real /generate response from SGLang's CI docs run (2026-03-03: its native-API documentation page), with
+# return_logprob's meta_info.output_token_logprobs ([logprob, token_id, text-or-null]) added as that page shows them.
 REAL_SGLANG_ITEM = {
     "text": "  Berne\n\nTo determine",
     "output_ids": [220, 8907, 811],
