@@ -117,6 +117,7 @@ def cruxeval(
     """CRUXEval accuracy with our solver prompts (Figs 37-38), greedy decoding, answers judged by the executor."""
     from services.evaluation.cruxeval import EvalDataError, Split
     from services.evaluation.dataset import held_out, load_rows, seed_programs
+
     if limit < 0:
         raise typer.BadParameter("must be 0 (all rows) or positive", param_hint="--limit")
     if batch_size < 1:
