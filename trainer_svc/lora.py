@@ -183,13 +183,19 @@ def base_for_restore(checkpoint: Path, settings: Settings, model_dir: Path | Non
         raise ValueError(f"{checkpoint} holds LoRA adapters {found}; the settings ask for "
                          f"{wanted if settings.lora_rank else 'full fine-tuning (lora_rank=0)'}: set the lora_* "
                          "settings the run was started with")
-    base = Path(model_dir) if model_dir is not None else Path(record["base_model_dir"])
+    return verified_base(checkpoint, record, Path(model_dir) if model_dir is not None else None)
+
+
+def verified_base(checkpoint: Path, record: dict[str, Any], base: Path | None = None) -> Path:
+    """``base`` (default: the directory the checkpoint's base record names) once its fingerprint is the recorded one;
+    ValueError when it is missing or another model."""
+    base = base if base is not None else Path(record["base_model_dir"])
     if not (base / "config.json").is_file():
         raise ValueError(f"{checkpoint} holds LoRA adapters of the base model {record['base_model_dir']}, "
                          f"which is not at {base}")
     if base_fingerprint(base) != record["fingerprint"]:
         raise ValueError(f"{checkpoint} holds LoRA adapters of the base model {record['base_model_dir']}; {base} is "
-                         "another model (config or weight files differ): resume with the run's base model")
+                         "another model (config or weight files differ): use the run's base model")
     return base
 
 
@@ -217,12 +223,7 @@ def write_merged_model(checkpoint: Path, out_dir: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     checkpoint = Path(checkpoint)
-    record = json.loads((checkpoint / BASE_RECORD_FILE).read_text())
-    base = Path(record["base_model_dir"])
-    if not (base / "config.json").is_file():
-        raise ValueError(f"{checkpoint} holds LoRA adapters of the base model {base}, which is not there")
-    if base_fingerprint(base) != record["fingerprint"]:
-        raise ValueError(f"{checkpoint} holds LoRA adapters of another model than the one now at {base}")
+    base = verified_base(checkpoint, json.loads((checkpoint / BASE_RECORD_FILE).read_text()))
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, local_files_only=True)
     merged = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
     merged.save_pretrained(out_dir)

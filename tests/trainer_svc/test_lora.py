@@ -303,7 +303,7 @@ def test_a_checkpoint_merges_into_a_plain_model_directory_that_azr_eval_scores(t
     (checkpoint / BASE_RECORD_FILE).write_text(json.dumps(record))
     args[-1] = str(tmp_path / "refused.jsonl")
     refused = CliRunner().invoke(app, args, env=env)
-    assert refused.exit_code == 2 and "adapters of another model" in refused.output, refused.output
+    assert refused.exit_code == 2 and "is another model" in refused.output, refused.output
     assert not (tmp_path / "refused.jsonl").exists()
 
 
