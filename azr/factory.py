@@ -1,5 +1,10 @@
-"""The one place that builds the pieces from settings, for both profiles: executor, inference engine, and the
-self-play loop around them. Every command and the embedded runner get their pieces here.
+"""The pieces whose adapter a setting picks, built from settings for both profiles: the executor, the inference
+engine, and the self-play loop around them; the commands and the embedded runner get them here. What is not built
+here: the store and the episode channels, which have their own factories beside their adapters
+(`services.store.open_store`, `services.queues.open_episode_queue` and its siblings); rollouts, built by the caller,
+which knows its profile (`EngineRollouts` over a local engine, `HttpRollouts` to the proposer/solver APIs); and the
+engines of commands that only ever use one (`azr run`, `azr eval` and `azr serve inference` load the local engine,
+the trainer pushes weights to SGLang clients).
 
 Which adapter a setting picks:
 - executor: RQ jobs on `azr worker executor` processes when the queues are Redis (distributed), else an in-process

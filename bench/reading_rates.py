@@ -7,7 +7,7 @@ use); executor-valid (proposers: the executor accepts the extracted task; solver
 right); the share cut at the sampling limit; and the share that would be cut at each candidate budget (responses
 longer than it). With `--old-rules DIR` (a checkout of the commit before the reading rules changed, e.g. `git worktree
 add /tmp/old b2e1c58`), the same rates under the old, stricter parser, read from that checkout's modules. Prints a
-Markdown table (the README's) and, per budget, the mean response length a step would generate.
+Markdown table (docs/benchmarks.md's) and, per budget, the mean response length a step would generate.
 """
 
 from __future__ import annotations

@@ -30,5 +30,5 @@ def execute_request(executor: CodeExecutor, request: ExecutionRequest) -> Execut
     if isinstance(request, CheckAbductionRequest):
         return executor.check_abduction(request.program, request.gold_output, request.agent_input)
     if isinstance(request, CheckInductionRequest):
-        return executor.check_induction(request.agent_program, request.inputs, request.outputs)
+        return executor.check_induction(request.agent_program, request.inputs, request.outputs, request.gold_imports)
     raise TypeError(f"unknown executor request {type(request).__name__}")

@@ -16,11 +16,13 @@ Decisions:
   abduction runs f(answer) and compares with eval(gold) in the program's names; the answer is held to the rules the
   gold input met when the task was validated (the static argument check, any value f accepts: a class instance of
   the program, a namedtuple, an iterator), so a task whose gold input is such a value stays solvable (§3.3.4);
-  induction runs the agent's program on every hidden input (it gets the static program check first).
+  induction runs the agent's program on every hidden input (it gets the static program check first), after the gold
+  program's import statements when the caller passes them (the released code's check; `induction_gold_imports`).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import sys
@@ -37,7 +39,7 @@ from executor_svc.process_backend import ProcessBackend, SandboxMode
 from executor_svc.prometheus_metrics import ExecutorMetrics
 from executor_svc.worker_messages import JobResult
 from executor_svc.worker_pool import ChannelFactory, WorkerPool
-from services.algorithm import static_check
+from services.algorithm import static_check, thread_safe_ast
 from services.execution import CheckResult, ExecStatus, ExecutionLimits, InductionValidationResult, ValidationResult
 from services.settings import Settings
 
@@ -253,11 +255,15 @@ class Executor:
         return self._check([job], started)
 
     @_recorded("check_induction")
-    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
-        """The agent's program must map every hidden input to its gold output."""
+    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
+                        gold_imports: Sequence[str] = ()) -> CheckResult:
+        """The agent's program must map every hidden input to its gold output. ``gold_imports``: the gold program's
+        import statements, run before the agent's program (the released code's check), so a hidden input or the
+        program may use an imported name the agent did not import itself; empty, the program runs as written."""
         started = time.perf_counter()
         if len(inputs) != len(outputs) or not inputs:
             raise ValueError(f"need as many outputs as inputs (at least one), got {len(inputs)} and {len(outputs)}")
+        agent_program = with_imports(gold_imports, agent_program)
         verdict = static_check.check_program(agent_program)
         if not verdict.passed:
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
@@ -290,7 +296,7 @@ class Executor:
 
     # -------------------------------------------------------------------------------------------------- helpers
 
-    def _run(self, pool: WorkerPool, jobs: list[dict[str, Any]], stop_on_failure: bool) -> list[JobResult]:
+    def _run(self, pool: WorkerPool, jobs: Sequence[worker_messages.Job], stop_on_failure: bool) -> list[JobResult]:
         message = worker_messages.run_message(jobs, self.limits, stop_on_failure)
         try:
             reply = pool.request(message, worker_messages.reply_timeout_s(self.limits, len(jobs)), jobs=len(jobs))
@@ -326,7 +332,7 @@ class Executor:
                 return ExecStatus.NONDETERMINISTIC, error, None, index
         return ExecStatus.OK, None, [result.output or "" for result in gold], None
 
-    def _check(self, jobs: list[dict[str, Any]], started: float) -> CheckResult:
+    def _check(self, jobs: Sequence[worker_messages.Job], started: float) -> CheckResult:
         try:
             results = self._run(self._gold, jobs, stop_on_failure=True)
         except _RunFailed as failed:
@@ -340,6 +346,19 @@ class Executor:
                 return CheckResult(status=ExecStatus.WRONG_ANSWER, correct=False,
                                    error=where + (result.error or "not equal to the gold value"), ms=_ms(started))
         return CheckResult(status=ExecStatus.OK, correct=True, ms=_ms(started))
+
+
+def with_imports(imports: Sequence[str], program: str) -> str:
+    """``program`` after the import statements ``imports`` (one per line, as the static check lists a program's
+    imports), as the released code's induction check builds it; ValueError for a line that is not one import."""
+    for line in imports:
+        try:
+            body = thread_safe_ast.parse(line).body
+        except SyntaxError:
+            body = []
+        if len(body) != 1 or not isinstance(body[0], ast.Import | ast.ImportFrom):
+            raise ValueError(f"not one import statement: {line!r}")
+    return "\n".join([*imports, program]) if imports else program
 
 
 def _shutdown(threads: ThreadPoolExecutor, pools: tuple[WorkerPool, ...], backend: Any) -> None:

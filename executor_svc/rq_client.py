@@ -91,8 +91,10 @@ class RQCodeExecutor:
         request = CheckAbductionRequest(program=program, gold_output=gold_output, agent_input=agent_input)
         return self._call(request, CheckResult, runs=1)
 
-    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
-        request = CheckInductionRequest(agent_program=agent_program, inputs=list(inputs), outputs=list(outputs))
+    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
+                        gold_imports: Sequence[str] = ()) -> CheckResult:
+        request = CheckInductionRequest(agent_program=agent_program, inputs=list(inputs), outputs=list(outputs),
+                                        gold_imports=list(gold_imports))
         return self._call(request, CheckResult, runs=len(inputs))
 
     # --- transport ---------------------------------------------------------------------------------------------------

@@ -55,7 +55,8 @@ import signal
 import sys
 import time
 import types
-from typing import Literal  # typing is preloaded for the programs anyway (PRELOADED)
+from collections.abc import Callable
+from typing import Any, Literal, TypedDict  # typing is preloaded for the programs anyway (PRELOADED)
 
 PROTOCOL_VERSION = 1
 FILE_SIZE_LIMIT = 1 << 20  # largest file a program may write in its scratch dir
@@ -75,6 +76,56 @@ _dict_update, _dict_items = dict.update, dict.items
 _JSON_ESCAPES = {code: "\\u%04x" % code for code in range(32)}
 _JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
 MEMORY_RESULT = {"status": "memory", "error": "MemoryError: the memory limit was reached"}
+
+
+# ---------------------------------------------------------------- wire types: the protocol above, for type checkers
+# The executor builds its requests with these (executor_svc/worker_messages.py); here they only annotate. Requests
+# arrive as untrusted JSON: the worker still checks every field it reads, as the docstring says.
+
+
+class CallJob(TypedDict):
+    """Run `f(<args>)`; the RESULT carries `output` (its repr) and `none`."""
+
+    kind: Literal["call"]
+    program: str
+    args: str
+
+
+class EqualJob(TypedDict):
+    """Evaluate `answer`, then `expected`, and compare; the RESULT carries `equal`."""
+
+    kind: Literal["equal"]
+    answer: str
+    expected: str
+
+
+class CallEqualJob(TypedDict):
+    """Run `f(<args>)` and compare with `expected`, evaluated in the program's names or in none."""
+
+    kind: Literal["call_equal"]
+    program: str
+    args: str
+    expected: str
+    expected_scope: Literal["program", "pristine"]
+    plain_args: bool
+
+
+class Limits(TypedDict):
+    """The per-job limits of a `run` request."""
+
+    timeout_s: float
+    memory_mb: int
+    max_output_bytes: int
+    max_processes: int
+
+
+class RunRequest(TypedDict):
+    """A `run` request as the executor builds it; its worker pool adds the envelope (`v`, `id`)."""
+
+    op: Literal["run"]
+    jobs: list[CallJob | EqualJob | CallEqualJob]
+    stop_on_failure: bool
+    limits: Limits
 
 
 class Outcome(Exception):
@@ -229,14 +280,14 @@ def _repr_capped(value, limit: int) -> str:
     return text
 
 
-def _job_call(job: dict, limits: dict) -> dict:
+def _job_call(job: CallJob, limits: Limits) -> dict:
     namespace = _load_program(job["program"])
     args, kwargs = _eval_args(job["args"], namespace)
     value = namespace["f"](*args, **kwargs)
     return {"status": "ok", "output": _repr_capped(value, limits["max_output_bytes"]), "none": value is None}
 
 
-def _job_equal(job: dict, limits: dict) -> dict:
+def _job_equal(job: EqualJob, limits: Limits) -> dict:
     try:
         answer = _eval_expression(job["answer"], {"__builtins__": PRISTINE_BUILTINS}, "answer")
     except MemoryError:
@@ -252,7 +303,7 @@ def _job_equal(job: dict, limits: dict) -> dict:
     return _compare(answer, job["expected"], {"__builtins__": PRISTINE_BUILTINS})
 
 
-def _job_call_equal(job: dict, limits: dict) -> dict:
+def _job_call_equal(job: CallEqualJob, limits: Limits) -> dict:
     namespace = _load_program(job["program"])
     scope = dict(namespace) if job.get("expected_scope") == "program" else {}
     scope["__builtins__"] = PRISTINE_BUILTINS
@@ -266,7 +317,8 @@ def _job_call_equal(job: dict, limits: dict) -> dict:
     return _compare(value, job["expected"], scope)
 
 
-JOB_KINDS = {"call": _job_call, "equal": _job_equal, "call_equal": _job_call_equal}
+JOB_KINDS: dict[str, Callable[[Any, Limits], dict]] = {"call": _job_call, "equal": _job_equal,
+                                                      "call_equal": _job_call_equal}
 
 
 def _isolate_fds(result_fd: int) -> int:
@@ -288,7 +340,7 @@ def _isolate_fds(result_fd: int) -> int:
     return target
 
 
-def _apply_limits(limits: dict) -> None:
+def _apply_limits(limits: Limits) -> None:
     def cap(which: int, value: int, slack: int = 0) -> None:
         _, hard = resource.getrlimit(which)
         limit = (value, value + slack)
@@ -309,7 +361,7 @@ def _apply_limits(limits: dict) -> None:
     cap(resource.RLIMIT_NPROC, int(limits["max_processes"]))
 
 
-def child_main(job: dict, limits: dict, result_fd: int, scratch: str, nonce: bytes) -> None:
+def child_main(job: dict, limits: Limits, result_fd: int, scratch: str, nonce: bytes) -> None:
     """Runs in the forked child; never returns."""
     try:
         os.setpgid(0, 0)
@@ -351,7 +403,7 @@ class Worker:
         self.own_pid_namespace = own_pid_namespace
         self.counter = 0
 
-    def run_job(self, job: dict, limits: dict) -> dict:
+    def run_job(self, job: dict, limits: Limits) -> dict:
         if job.get("kind") not in JOB_KINDS:
             return {"status": "crashed", "error": "unknown job kind %r" % job.get("kind")}
         scratch = self._fresh_scratch()
@@ -512,7 +564,7 @@ def _parse_result(data: bytes, nonce: bytes):
     return result if isinstance(result, dict) and result.get("status") in STATUSES else None
 
 
-def _failure(how: str, data: bytes, status: int, rusage, limits: dict) -> dict:
+def _failure(how: str, data: bytes, status: int, rusage, limits: Limits) -> dict:
     """A RESULT for a child that gave no usable result: why, from the deadline, the byte cap or its exit status."""
     if how == "timeout":
         return {"status": "timeout", "error": "no result within %ss" % limits["timeout_s"]}
@@ -553,8 +605,10 @@ def handle(worker: Worker, request: dict) -> dict:
     if op != "run":
         return dict(reply, ok=False, error="unknown op %r" % op)
     try:
-        limits = {key: float(request["limits"][key]) if key == "timeout_s" else int(request["limits"][key])
-                  for key in ("timeout_s", "memory_mb", "max_output_bytes", "max_processes")}
+        asked = request["limits"]
+        limits: Limits = {"timeout_s": float(asked["timeout_s"]), "memory_mb": int(asked["memory_mb"]),
+                          "max_output_bytes": int(asked["max_output_bytes"]),
+                          "max_processes": int(asked["max_processes"])}
         jobs = list(request["jobs"])
     except (KeyError, TypeError, ValueError) as exc:
         return dict(reply, ok=False, error="bad run request: %s" % _short(exc))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from executor_svc.errors import SandboxUnavailable
+from executor_svc.worker import CallEqualJob, CallJob, EqualJob, RunRequest
 from services.execution import ExecStatus, ExecutionLimits
+
+Job = CallJob | EqualJob | CallEqualJob
+"""One job of a `run` request, as worker.py's protocol defines it."""
 
 WORKER_STATUSES = frozenset({"ok", "syntax_error", "no_function", "runtime_error", "timeout", "memory",
                              "output_too_large", "crashed"})
@@ -38,26 +43,26 @@ class JobResult:
                    ms=float(raw.get("ms") or 0.0))
 
 
-def call_job(program: str, args: str) -> dict[str, Any]:
+def call_job(program: str, args: str) -> CallJob:
     """Run `f(<args>)`; the result is its repr."""
     return {"kind": "call", "program": program, "args": args}
 
 
-def equal_job(answer: str, expected: str) -> dict[str, Any]:
+def equal_job(answer: str, expected: str) -> EqualJob:
     """Evaluate both expressions (answer first) and compare the values."""
     return {"kind": "equal", "answer": answer, "expected": expected}
 
 
 def call_equal_job(program: str, args: str, expected: str, *, scope: Literal["program", "pristine"],
-                   plain_args: bool) -> dict[str, Any]:
+                   plain_args: bool) -> CallEqualJob:
     """Run `f(<args>)` and compare with `expected`, evaluated after the run in the program's names or in none."""
     return {"kind": "call_equal", "program": program, "args": args, "expected": expected,
             "expected_scope": scope, "plain_args": plain_args}
 
 
-def run_message(jobs: list[dict[str, Any]], limits: ExecutionLimits, stop_on_failure: bool) -> dict[str, Any]:
+def run_message(jobs: Sequence[Job], limits: ExecutionLimits, stop_on_failure: bool) -> RunRequest:
     """A `run` request (the pool adds `v` and `id`)."""
-    return {"op": "run", "jobs": jobs, "stop_on_failure": stop_on_failure,
+    return {"op": "run", "jobs": list(jobs), "stop_on_failure": stop_on_failure,
             "limits": {"timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb,
                        "max_output_bytes": limits.max_output_bytes, "max_processes": limits.max_processes}}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerChannel, WorkerLost
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
-from executor_svc.worker import PROTOCOL_VERSION
+from executor_svc.worker import PROTOCOL_VERSION, RunRequest
 
 ChannelFactory = Callable[[int], WorkerChannel]
 """Starts one worker whose interpreter runs with the given PYTHONHASHSEED."""
@@ -85,7 +85,7 @@ class WorkerPool:
             self.close()
             raise
 
-    def request(self, message: dict[str, Any], reply_timeout_s: float, jobs: int = 1) -> dict[str, Any]:
+    def request(self, message: RunRequest, reply_timeout_s: float, jobs: int = 1) -> dict[str, Any]:
         """Send one request to an idle worker and return its reply (`ok` is true)."""
         if self._closed:
             raise ExecutorClosed("the executor is closed")
@@ -107,7 +107,7 @@ class WorkerPool:
             channels = [slot.channel for slot in self._slots if slot.channel is not None]
         return [pid for pid in (getattr(channel, "pid", None) for channel in channels) if isinstance(pid, int)]
 
-    def _serve(self, slot: _Slot, message: dict[str, Any], reply_timeout_s: float, jobs: int) -> dict[str, Any]:
+    def _serve(self, slot: _Slot, message: RunRequest, reply_timeout_s: float, jobs: int) -> dict[str, Any]:
         failure: Exception | None = None
         for _attempt in range(2):
             channel = self._ensure(slot)

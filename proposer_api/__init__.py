@@ -1,1 +1,1 @@
-"""Proposer API (FastAPI): proposals, the triplet buffers, seed submission. Built by issues #4 and #5."""
+"""Proposer API (FastAPI): proposals, the triplet buffers, seed submission (docs/distributed.md)."""

@@ -11,12 +11,14 @@ from sqlalchemy.exc import DBAPIError
 
 from proposer_api.seed_submission import ExecutorUnavailableError, SeedRejectedError
 from services.execution import ExecutorJobFailed, ExecutorTimeout
+from services.http_errors import unavailable_response
 
 log = logging.getLogger(__name__)
 
 
 def install_error_responses(app: FastAPI) -> None:
-    """Map rejections to 422, dependency outages to 503, executor deadlines to 504."""
+    """Map rejections to 422 (`SeedRejected`), dependency outages to 503, executor deadlines to 504 (both
+    `DependencyUnavailable`)."""
 
     @app.exception_handler(SeedRejectedError)
     async def rejected(_request: Request, error: SeedRejectedError) -> JSONResponse:
@@ -46,5 +48,4 @@ def install_error_responses(app: FastAPI) -> None:
 
 def _unavailable(dependency: str, reason: str, status: int) -> JSONResponse:
     log.warning("%s unavailable: %s", dependency, reason)
-    body = {"detail": f"{dependency} unavailable; nothing was stored", "dependency": dependency, "reason": reason}
-    return JSONResponse(body, status_code=status)
+    return unavailable_response(dependency, reason, status)

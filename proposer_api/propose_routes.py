@@ -17,7 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from proposer_api.prometheus_metrics import ProposerMetrics
 from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import TaskType
-from services.ports import InferenceEngine, InferenceError, SamplingParams, TripletStore
+from services.http_errors import WRITE_STATUSES, DependencyFailure, documented
+from services.ports import InferenceEngine, InferenceError, ProposeContext, SamplingParams, TripletStore
 from services.rollouts.http_schemas import (
     PromptTokensRequest,
     PromptTokensResponse,
@@ -25,7 +26,7 @@ from services.rollouts.http_schemas import (
     ProposeResponse,
     ReferenceIn,
 )
-from services.rollouts.proposing import ProposeContext, propose
+from services.rollouts.proposing import propose
 from services.settings import Settings
 
 
@@ -63,6 +64,8 @@ def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -
                                            [program.id or ""]))
         else:
             sampled = store.sample_references(request.task_type, references_k, rng)
+            if not sampled:
+                raise HTTPException(409, f"D_{request.task_type.value[:3]} is empty: no reference to propose from")
             contexts.append(ProposeContext([ReferenceTriplet(r.program, r.input, r.output) for r in sampled],
                                            [r.id or "" for r in sampled]))
     return contexts
@@ -75,7 +78,10 @@ def propose_router(engine: InferenceEngine, store: TripletStore, defaults: Propo
     router = APIRouter()
 
     @router.post("/v1/propose", response_model=ProposeResponse, dependencies=[Depends(require_token)],
-                 summary="Generate proposals for one task type")
+                 summary="Generate proposals for one task type",
+                 responses=documented(*WRITE_STATUSES, 409, 503,
+                                      s409="No references given and the buffer holds none to sample.",
+                                      s503="Inference failed, or the database is unavailable."))
     async def propose_route(request: ProposeRequest) -> ProposeResponse:
         contexts = await run_in_threadpool(_contexts, request, store, defaults.references_k)
         sampling = request.sampling or defaults.sampling
@@ -84,13 +90,14 @@ def propose_router(engine: InferenceEngine, store: TripletStore, defaults: Propo
             proposals = (await run_in_threadpool(propose, engine, {request.task_type: contexts}, sampling,
                                                  num_inputs, defaults.reject_multiple_functions))[request.task_type]
         except InferenceError as exc:
-            raise HTTPException(503, f"inference failed: {exc}") from exc
+            raise DependencyFailure("inference", str(exc)) from exc
         if metrics is not None:
             metrics.observe(proposals)
         return ProposeResponse(proposals=proposals, weight_version=engine.weight_version())
 
     @router.post("/v1/prompt_tokens", response_model=PromptTokensResponse, dependencies=[Depends(require_token)],
-                 summary="Prompt lengths in tokens (the coordinator keeps prompts under max_prompt_tokens)")
+                 summary="Prompt lengths in tokens (the coordinator keeps prompts under max_prompt_tokens)",
+                 responses=documented(*WRITE_STATUSES))
     async def prompt_tokens_route(request: PromptTokensRequest) -> PromptTokensResponse:
         def count() -> list[int]:
             return [len(engine.prompt_ids(instruction)) for instruction in request.instructions]

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
+from services.http_errors import InvalidRequest
+from services.json_types import JsonInt
 from services.ports import RunSummary, StepRecord
 from services.records import InductionTask, Triplet
 
@@ -19,6 +21,9 @@ MAX_PAGE = 500
 
 MAX_SEARCH = 200
 """Longest text search (`q`) `GET /v1/buffers/{buffer}` accepts."""
+
+MAX_INTEGER = 2**63 - 1
+"""Largest integer a query parameter takes (a signed 64-bit column: a larger one could not be compared in SQL)."""
 
 SeedSource = Literal["seed", "user"]
 """Sources a submitted seed may claim (values of TripletSource)."""
@@ -36,7 +41,7 @@ class ProgramSeed(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = API_SCHEMA_VERSION
+    schema_version: JsonInt = API_SCHEMA_VERSION
     kind: Literal["program"]
     program: str = Field(min_length=1, max_length=20_000, description="Python source defining `f`.")
     input: str = Field(min_length=1, max_length=10_000, description="Argument source text, as in f(<input>).")
@@ -51,7 +56,7 @@ class InductionSeed(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = API_SCHEMA_VERSION
+    schema_version: JsonInt = API_SCHEMA_VERSION
     kind: Literal["induction"]
     program: str = Field(min_length=1, max_length=20_000)
     inputs: list[Annotated[str, Field(min_length=1, max_length=10_000)]] = Field(min_length=2, max_length=64)
@@ -80,13 +85,22 @@ class SeedAccepted(BaseModel):
 
 
 class SeedRejected(BaseModel):
-    """`422`: the executor refused the program; nothing was stored."""
+    """`422` with `problem: "seed_rejected"`: the request was well formed but the executor refused the program (its
+    `status` and `error` say why); nothing was stored. A malformed request's 422 has `problem: "invalid_request"`."""
 
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    problem: Literal["seed_rejected"] = "seed_rejected"
     schema_version: int = API_SCHEMA_VERSION
     detail: str
     status: ExecStatus
     error: str | None = None
     failed_index: int | None = None  # induction: which input failed
+
+
+SeedProblem = Annotated[InvalidRequest | SeedRejected, Field(discriminator="problem")]
+"""`POST /v1/seeds`'s 422: a malformed request (`invalid_request`) or a program the executor refused
+(`seed_rejected`), told apart by `problem`."""
 
 
 class BufferPage(BaseModel):

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
-from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedRejected
+from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedProblem
 from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
+from services.http_errors import WRITE_STATUSES, documented
 from services.ports import CodeExecutor, TripletStore
 
 SEED_EXAMPLES: dict[str, Any] = {
@@ -31,13 +32,12 @@ def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Call
         response_model=SeedAccepted,
         dependencies=[Depends(require_token)],
         responses={
+            **documented(*WRITE_STATUSES, 503, 504),
             200: {"model": SeedAccepted, "description": "A duplicate: every buffer already held it (existing ids)."},
-            401: {"description": "No bearer token."},
-            403: {"description": "Wrong bearer token."},
-            413: {"description": "Body larger than max_request_bytes."},
-            422: {"model": SeedRejected, "description": "The executor rejected the program (or a malformed body)."},
-            503: {"description": "The executor or the database is unavailable; nothing was stored."},
-            504: {"description": "The executor gave no answer in time; nothing was stored."},
+            422: {"model": SeedProblem, "description": (
+                "Not stored. `problem: invalid_request`: a malformed request (`detail` lists the fields at fault); "
+                "`problem: seed_rejected`: a well-formed seed whose program the executor refused (its `status` "
+                "and `error`).")},
         },
     )
     async def submit_seed(

@@ -7,7 +7,9 @@ sets it around the construction), else the one `AZR_CONFIG` names, else none.
 The file is flat: its top-level keys are Settings field names, values in TOML types (`batch_size = 8`,
 `sglang_urls = ["http://a:30000"]`, `seed_files = ["seeds.jsonl"]`). Relative paths in it are relative to the
 working directory, as in the environment. The file may set `profile`; that profile's defaults then fill what
-nothing else sets. Examples: `configs/embedded.toml`, `configs/distributed.toml`.
+nothing else sets. Examples: `configs/embedded.toml`, `configs/distributed.toml`; the exact presets
+`configs/paper.toml` and `configs/authors-code.toml` end each line with a comment citing the value's source
+(`config_file_comments`; docs/paper-vs-code.md).
 
 An unreadable file, a file that is not TOML, a table, or a key that is not a setting is a ConfigFileError naming the
 file (and the key); a value of the wrong type is pydantic's ValidationError naming the field.
@@ -79,6 +81,26 @@ def read_config_file(path: Path, known_fields: Iterable[str]) -> dict[str, Any]:
             raise ConfigFileError(f"config file {path}: unknown setting {key!r}{hint}; keys are Settings field names, "
                                   f"as `azr config show` prints them")
     return values
+
+
+def config_file_comments(path: Path) -> dict[str, str]:
+    """The comment at the end of each top-level `key = value` line of the file (where a preset cites the source of
+    its value), by key; keys without one are left out. A `#` inside a string value is not a comment: the line is cut
+    at the first `#` before which it parses as TOML."""
+    comments: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        key = line.split("=", 1)[0].strip()
+        if "=" not in line or not key.isidentifier():
+            continue
+        for cut in (index for index, char in enumerate(line) if char == "#"):
+            try:
+                parsed = tomllib.loads(line[:cut])
+            except tomllib.TOMLDecodeError:
+                continue
+            if key in parsed and line[cut + 1:].strip():
+                comments[key] = line[cut + 1:].strip()
+            break
+    return comments
 
 
 class ConfigFileSource(PydanticBaseSettingsSource):

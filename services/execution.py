@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-EXECUTION_SCHEMA_VERSION = 1
-"""Bumped whenever the shape of the records below changes."""
+EXECUTION_SCHEMA_VERSION = 2
+"""Bumped whenever the shape of the records below changes (2: `CheckInductionRequest.gold_imports`)."""
 
 
 class ExecStatus(StrEnum):
@@ -121,6 +121,7 @@ class CheckInductionRequest(BaseModel):
     agent_program: str = Field(max_length=200_000)
     inputs: list[str] = Field(min_length=1, max_length=64)
     outputs: list[str] = Field(min_length=1, max_length=64)
+    gold_imports: list[str] = Field(default_factory=list, max_length=64)  # run before the agent's program
 
 
 ExecutionRequest = Annotated[

@@ -6,20 +6,40 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Literal
 
 import redis
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.http_errors import install_error_handlers
 from services.ports import CodeExecutor, Pingable
 
 ReadinessCheck = Callable[[], "str | None"]
 """Returns None when the dependency answers, else a reason."""
+
+PROMETHEUS_TEXT = {"description": "Prometheus text exposition format (version 1.0.0 or 0.0.4).",
+                   "content": {"text/plain": {"schema": {"type": "string"}}}}
+"""The `responses=` entry of a `/metrics` route: text, not JSON."""
+
+
+class Liveness(BaseModel):
+    """`GET /healthz`: the process serves requests."""
+
+    status: Literal["alive"]
+    service: str
+
+
+class Readiness(BaseModel):
+    """`GET /readyz`: 200 ready, or 503 with each failing dependency and why."""
+
+    status: Literal["ready", "not_ready"]
+    service: str
+    failures: dict[str, str]
 
 
 class BodySizeLimit:
@@ -74,9 +94,11 @@ async def _no_receive() -> Message:
 
 def install_operational_routes(app: FastAPI, service: str, checks: dict[str, ReadinessCheck], max_body_bytes: int,
                                registry: CollectorRegistry | None = None) -> CollectorRegistry:
-    """Add health, readiness, metrics and the body cap to `app`; returns the metrics registry `/metrics` serves (a new
-    one unless `registry` is given, e.g. to serve a coordinator's metrics beside the app's own)."""
+    """Add health, readiness, metrics, the body cap and the error bodies of `services.http_errors` to `app`; returns
+    the metrics registry `/metrics` serves (a new one unless `registry` is given, e.g. to serve a coordinator's
+    metrics beside the app's own)."""
     registry = registry if registry is not None else CollectorRegistry()
+    install_error_handlers(app)
     requests = Counter("azr_http_requests", "HTTP requests served", ["service", "route", "status"], registry=registry)
     latency = Histogram("azr_http_request_seconds", "HTTP request latency", ["service", "route", "status"],
                         registry=registry)
@@ -91,20 +113,20 @@ def install_operational_routes(app: FastAPI, service: str, checks: dict[str, Rea
         latency.labels(service, route, str(response.status_code)).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/healthz", tags=["ops"])
-    def healthz() -> dict[str, str]:
+    @app.get("/healthz", tags=["ops"], response_model=Liveness)
+    def healthz() -> Liveness:
         """Liveness: the process serves requests."""
-        return {"status": "alive", "service": service}
+        return Liveness(status="alive", service=service)
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get("/readyz", tags=["ops"], response_model=Readiness,
+             responses={503: {"model": Readiness, "description": "A dependency does not answer; `failures` says why."}})
     def readyz() -> JSONResponse:
         """Readiness: every dependency answers (503 with the reasons otherwise)."""
         failures = {name: reason for name, check in checks.items() if (reason := check()) is not None}
-        body: dict[str, Any] = {"status": "ready" if not failures else "not_ready", "service": service,
-                                "failures": failures}
-        return JSONResponse(body, status_code=200 if not failures else 503)
+        body = Readiness(status="ready" if not failures else "not_ready", service=service, failures=failures)
+        return JSONResponse(body.model_dump(), status_code=200 if not failures else 503)
 
-    @app.get("/metrics", tags=["ops"])
+    @app.get("/metrics", tags=["ops"], response_class=PlainTextResponse, responses={200: PROMETHEUS_TEXT})
     def metrics() -> Response:
         """Prometheus metrics of this service."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

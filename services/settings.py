@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 Profile = Literal["embedded", "distributed"]
@@ -64,6 +64,11 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         # step 0, so self-seeding would take hours and store little. `azr run --no-seed-file` restores the paper's way.
         "seed_files": list(PACKAGED_SEED_FILES),
         "checkpoint_every": 1,  # a laptop run resumes from its last step (with LoRA a checkpoint is ~100 MB)
+        # Departures from Table 3 (entropy 0.001, every batch steps), for updates that move the policy only on signal:
+        # the authors' released code uses entropy 0; then a batch with no nonzero advantage carries no gradient and is
+        # skipped, and zero-advantage episodes are left out of the forward pass (exact: docs/design.md §4).
+        "entropy_coef": 0.0,
+        "skip_zero_advantage_batches": True,
     },
     "distributed": {
         "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",
@@ -101,7 +106,7 @@ class Settings(BaseSettings):
     seed: int = 0
     """Seed for sampling references, batches and generation."""
     steps: int = Field(1, ge=0)
-    """Number of self-play steps `azr run` performs."""
+    """Number of self-play steps `azr run` performs (the paper's Table 3: 500; the released scripts: 960)."""
 
     # --- storage and queues ------------------------------------------------------------------------------------------
     database_url: str = ""
@@ -219,13 +224,47 @@ class Settings(BaseSettings):
     grad_clip: float = Field(1.0, gt=0)
     """Gradient-norm clip."""
     entropy_coef: float = Field(0.001, ge=0)
-    """Entropy bonus coefficient."""
-    clip_eps: float = Field(0.2, gt=0)
-    """PPO ratio clip ε (Eq 9)."""
+    """Entropy bonus coefficient: the paper's Table 3 gives 0.001, the authors' released code 0.0. At 0 the update
+    forwards and backwards only the episodes whose advantage is nonzero (the others add exactly nothing to the
+    gradient; the loss keeps the whole batch's token count as its denominator), so its cost follows the signal."""
+    skip_zero_advantage_batches: bool = False
+    """A batch in which every Eq 8 advantage is 0 (every group's rewards equal) makes no optimizer step: the weights,
+    AdamW's moments and its step count stay as they were, and the policy version still advances so the pipeline never
+    waits. Off: such a batch steps on the entropy bonus alone (the paper's Table 3), which AdamW normalises into a
+    full-size step of ~lr on every trainable parameter, and with entropy 0 momentum and weight decay still move it."""
+    clip_ratio_low: float = Field(0.2, ge=0, lt=1)
+    """PPO ratio clip below: the ratio is clipped at 1 − this (Eq 9's ε; the paper prints no value, its branch's
+    veRL uses 0.2, the released code's `clip_ratio_low` 0.2)."""
+    clip_ratio_high: float = Field(0.2, ge=0)
+    """PPO ratio clip above: the ratio is clipped at 1 + this (the paper: the same ε, 0.2 in its branch's veRL; the
+    released code: 0.28, clip-higher)."""
+    clip_ratio_c: float = Field(0.0, ge=0)
+    """Dual clip for negative advantages: a token's loss is capped at −A·c where A < 0; 0 = off (the paper's Eq 9 has
+    none); the released code: 3.0. Must be 0 or > 1."""
+    loss_agg_mode: Literal["token-mean", "micro-batch-token-mean", "seq-mean-token-mean"] = "token-mean"
+    """How Eq 9's token losses (and the entropy bonus) become the batch loss: `token-mean` over the whole batch (this
+    project); `micro-batch-token-mean`, each fixed group of `loss_agg_micro_batch_size` sequences' token-mean,
+    averaged (the released code's and the paper branch's veRL); `seq-mean-token-mean`, each sequence's token-mean,
+    averaged (Eq 9 as the paper writes it). None depends on how the trainer splits a batch for memory."""
+    loss_agg_micro_batch_size: int = Field(16, ge=1)
+    """Sequences per aggregation group of `micro-batch-token-mean`, in the batch's order (the released code's
+    `ppo_micro_batch_size_per_gpu`: 16, on one data-parallel rank; the paper's Eq 9 has no such groups)."""
+    trr_statistics: Literal["per-sample", "token-weighted"] = "per-sample"
+    """TRR++ (Eq 8) group mean and std: `per-sample`, one reward per sequence, population std, eps added to σ (the
+    paper's Eq 8); `token-weighted`, over the group's response tokens with Bessel's correction and eps = 1e-8 inside
+    the square root (the released code's veRL masked_whiten)."""
+    unlearnable_proposal_reward: float = Field(0.0, ge=-1, le=0)
+    """Reward of a valid, well-formed proposal the solver always or never solves (r̄ ∈ {0, 1}): 0 (the paper's Eq 4)
+    or −0.5 (the released code's reward manager; its issue #37)."""
+    induction_gold_imports: bool = False
+    """Induction answer checks prepend the gold program's import lines to the solver's program before the hidden
+    inputs run (the released code does); off, a hidden input or program using an imported name fails unless the
+    solver imports it (the paper does not say)."""
     ppo_epochs: int = Field(1, ge=1)
     """PPO epochs per batch."""
     max_staleness: int = Field(1, ge=0)
-    """Episodes generated more than this many policy versions ago are dropped by the trainer."""
+    """Episodes generated more than this many policy versions ago are dropped by the trainer (the paper and the
+    released code are synchronous, i.e. 0; 1 lets generation run one version ahead of training)."""
     seed_max_rounds: int = Field(50, ge=0)
     """Buffer seeding proposes until each buffer holds B·S entries (§3.3.1), giving up after this many propose rounds
     per phase (a weak model may never get there; the run then goes on with what it has, and says so)."""
@@ -342,6 +381,13 @@ class Settings(BaseSettings):
         for key, value in PROFILE_DEFAULTS.get(str(profile), {}).items():
             data.setdefault(key, value)
         return data
+
+    @field_validator("clip_ratio_c")
+    @classmethod
+    def _dual_clip_is_off_or_above_one(cls, value: float) -> float:
+        if value != 0.0 and value <= 1.0:
+            raise ValueError("the dual clip must be 0 (off) or > 1 (it caps the loss at −A·c for A < 0)")
+        return value
 
     @property
     def run_dir(self) -> Path:

@@ -2,11 +2,12 @@
 
 Why it matters: torch's intra-op pool defaults to one thread per core and its threads spin while they wait. Beside
 busy sandbox workers that oversubscribes the cores: on 2 cores with one process spinning beside it, generation with
-two threads ran at 0.43x the speed of one thread on the idle machine (README, `bench/inference.py threads`). On idle
-cores two threads are faster: 1.15x for decoding, 1.84x for the update (compute-bound, like prefill). So `auto` (0)
-is `auto_threads` (the cores the executor's workers leave) where the executor runs in another process or its load
-is unknown, and, in the embedded run, `SharedCoreThreads`: every core while no sandbox job runs, `auto_threads`
-while one does. Only the intra-op pool changes (the inter-op pool is fixed once used, so it is left alone).
+two threads ran at 0.43x the speed of one thread on the idle machine (docs/benchmarks.md, `bench/inference.py
+threads`). On idle cores two threads are faster: 1.15x for decoding, 1.84x for the update (compute-bound, like
+prefill). So `auto` (0) is `auto_threads` (the cores the executor's workers leave) where the executor runs in another
+process or its load is unknown, and, in the embedded run, `SharedCoreThreads`: every core while no sandbox job runs,
+`auto_threads` while one does. Only the intra-op pool changes (the inter-op pool is fixed once used, so it is left
+alone).
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Solver API (FastAPI): solver prompts and optional answer checks. Built by issues #4 and #5."""
+"""Solver API (FastAPI): solver prompts and optional answer checks (docs/distributed.md)."""

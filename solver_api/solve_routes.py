@@ -9,9 +9,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
 
+from services.http_errors import WRITE_STATUSES, DependencyFailure, documented
 from services.ports import CodeExecutor, InferenceEngine, InferenceError, SamplingParams
 from services.records import Solution
 from services.rollouts.http_schemas import SolveRequest, SolveResponse
@@ -25,7 +26,7 @@ def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, req
     if not request.check:
         return groups
     if executor is None:
-        raise HTTPException(503, "this solver has no executor: check=true is unavailable")
+        raise DependencyFailure("executor", "this solver has no executor: check=true is unavailable")
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="azr-solve-check") as pool:
         futures = [[pool.submit(check_solution, executor, request.task_type, task, s) for s in group]
                    for task, group in zip(request.tasks, groups)]
@@ -40,14 +41,16 @@ def solve_router(engine: InferenceEngine, executor: CodeExecutor | None, default
     router = APIRouter()
 
     @router.post("/v1/solve", response_model=SolveResponse, dependencies=[Depends(require_token)],
-                 summary="Generate (and optionally check) solutions for tasks of one type")
+                 summary="Generate (and optionally check) solutions for tasks of one type",
+                 responses=documented(*WRITE_STATUSES, 503, s503=(
+                     "Inference failed, or `check` was asked of a solver without an executor.")))
     async def solve_route(request: SolveRequest) -> SolveResponse:
         base = request.sampling or default_sampling
         sampling = base.model_copy(update={"n": request.n})
         try:
             solutions = await run_in_threadpool(_solve_and_check, engine, executor, request, sampling)
         except InferenceError as exc:
-            raise HTTPException(503, f"inference failed: {exc}") from exc
+            raise DependencyFailure("inference", str(exc)) from exc
         if metrics is not None and request.check:
             metrics.observe_checked(solutions)
         return SolveResponse(solutions=solutions, weight_version=engine.weight_version())

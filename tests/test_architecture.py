@@ -1,5 +1,6 @@
 """The architecture holds: the core (`services/`) imports no service folder and not the composition root (`azr/`);
-service folders import the core only, never each other (import-linter's contracts in pyproject.toml)."""
+service folders import the core only, never each other; inside the core the layers run one way (coordinator and
+evaluation, rollouts, ports, records, algorithm, execution) — import-linter's contracts in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
+CORE_LAYERS = ("coordinator", "evaluation", "rollouts", "ports", "records", "algorithm", "execution")
 
 
 def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[str]:
@@ -19,25 +21,63 @@ def lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess[str
                           capture_output=True, text=True, timeout=300)
 
 
+def layout_copy(tmp_path: Path) -> Path:
+    """The repository's top-level packages and the core's layers as empty packages, under the real contracts."""
+    for package in ("azr", "services", "executor_svc", "trainer_svc", "proposer_api", "solver_api"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    for layer in CORE_LAYERS:
+        (tmp_path / "services" / layer).mkdir()
+        (tmp_path / "services" / layer / "__init__.py").write_text("")
+    config = (ROOT / "pyproject.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text(config[config.index("[tool.importlinter]"):])
+    return tmp_path
+
+
 def test_the_repository_keeps_every_import_contract() -> None:
     done = lint_imports(ROOT, ROOT)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "3 kept, 0 broken" in done.stdout
+    assert "4 kept, 0 broken" in done.stdout
 
 
 def test_the_contracts_catch_a_core_to_service_and_a_service_to_service_import(tmp_path: Path) -> None:
     """The same contracts over a copy of the layout with two forbidden imports added: both are reported."""
-    for package in ("azr", "services", "executor_svc", "trainer_svc", "proposer_api", "solver_api"):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
-    (tmp_path / "services" / "store.py").write_text("import executor_svc.sandbox\n")
-    (tmp_path / "executor_svc" / "sandbox.py").write_text("")
-    (tmp_path / "proposer_api" / "app.py").write_text("from solver_api import routes\n")
-    (tmp_path / "solver_api" / "routes.py").write_text("")
-    config = (ROOT / "pyproject.toml").read_text()
-    (tmp_path / "pyproject.toml").write_text(config[config.index("[tool.importlinter]"):])
-    done = lint_imports(tmp_path, tmp_path)
+    layout = layout_copy(tmp_path)
+    (layout / "services" / "store.py").write_text("import executor_svc.sandbox\n")
+    (layout / "executor_svc" / "sandbox.py").write_text("")
+    (layout / "proposer_api" / "app.py").write_text("from solver_api import routes\n")
+    (layout / "solver_api" / "routes.py").write_text("")
+    done = lint_imports(layout, layout)
     assert done.returncode != 0
     assert "services.store -> executor_svc.sandbox" in done.stdout, done.stdout[-3000:]
     assert "proposer_api.app -> solver_api.routes" in done.stdout, done.stdout[-3000:]
-    assert "1 kept, 2 broken" in done.stdout
+    assert "2 kept, 2 broken" in done.stdout
+
+
+def test_the_layers_contract_catches_a_cycle_even_one_under_type_checking(tmp_path: Path) -> None:
+    """The cycle this contract was written against: a port naming a rollouts type under TYPE_CHECKING while rollouts
+    import the port. Planted in a copy of the layout, the upward import is reported and the contract broken."""
+    layout = layout_copy(tmp_path)
+    (layout / "services" / "ports" / "rollouts.py").write_text(
+        "from typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n"
+        "    from services.rollouts.proposing import ProposeContext\n")
+    (layout / "services" / "rollouts" / "proposing.py").write_text("from services.ports import rollouts\n")
+    done = lint_imports(layout, layout)
+    assert done.returncode != 0
+    assert "inside the core, the layers run one way" in done.stdout
+    assert "services.ports.rollouts -> services.rollouts.proposing" in done.stdout, done.stdout[-3000:]
+    assert "3 kept, 1 broken" in done.stdout
+
+
+def test_the_layers_contract_keeps_the_downward_imports(tmp_path: Path) -> None:
+    """The same copy with only downward imports (each layer importing the one beneath): every contract kept, so the
+    broken contract above is the cycle, not the layout."""
+    layout = layout_copy(tmp_path)
+    below = {"coordinator": "rollouts", "evaluation": "rollouts", "rollouts": "ports", "ports": "records",
+             "records": "algorithm", "algorithm": "execution"}
+    for layer, lower in below.items():
+        (layout / "services" / layer / "uses.py").write_text(f"import services.{lower}\n")
+    done = lint_imports(layout, layout)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 kept, 0 broken" in done.stdout

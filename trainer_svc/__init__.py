@@ -1,1 +1,1 @@
-"""Trainer service: TRR++ updates, checkpoints and weight pushes. Built by issue #6."""
+"""Trainer service: TRR++ updates, checkpoints and weight pushes (docs/design.md §3, docs/trainer-scaling.md)."""

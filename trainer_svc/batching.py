@@ -133,15 +133,24 @@ def group_ids_of(episodes: Sequence[Episode]) -> torch.Tensor:
 
 
 def build_micro_batches(episodes: Sequence[Episode], advantages: torch.Tensor, *, pad_id: int,
-                        micro_batch_size: int, micro_batch_tokens: int = 0) -> list[MicroBatch]:
-    """All episodes as length-grouped micro-batches; ``advantages`` [B] is one scalar per episode (TRR++)."""
+                        micro_batch_size: int, micro_batch_tokens: int = 0,
+                        rows: Sequence[int] | None = None) -> list[MicroBatch]:
+    """The episodes as length-grouped micro-batches; ``advantages`` [B] is one scalar per episode (TRR++).
+    ``rows``: the positions of the episodes to include (default: all); `episode_index` keeps positions in
+    ``episodes``."""
     if advantages.shape != (len(episodes),):
         raise ValueError(f"need one advantage per episode: {len(episodes)} episodes, {tuple(advantages.shape)}")
     for episode in episodes:
         check_episode(episode)
-    lengths = [len(e.prompt_ids) + len(e.response_ids) for e in episodes]
+    chosen = list(range(len(episodes))) if rows is None else list(rows)
+    lengths = [len(episodes[i].prompt_ids) + len(episodes[i].response_ids) for i in chosen]
     plans = plan_micro_batches(lengths, micro_batch_size, micro_batch_tokens)
-    return [collate(episodes, advantages, plan, pad_id) for plan in plans]
+    return [collate(episodes, advantages, [chosen[j] for j in plan], pad_id) for plan in plans]
+
+
+def response_tokens_of(episodes: Sequence[Episode]) -> int:
+    """Loss tokens of ``episodes`` (their response tokens), counted without building tensors."""
+    return sum(len(e.response_ids) for e in episodes)
 
 
 def total_response_tokens(micro_batches: Sequence[MicroBatch]) -> int:

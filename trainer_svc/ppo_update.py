@@ -31,17 +31,23 @@ from services.algorithm.objectives import (
     LOG_RATIO_CLAMP,
     broadcast_to_tokens,
     ppo_clip_loss,
-    trr_plus_plus_advantages,
+    weighted_token_sum,
 )
 from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
 from services.settings import Settings
-from trainer_svc.batching import MicroBatch, build_micro_batches, group_ids_of, total_response_tokens
+from trainer_svc.batching import (
+    MicroBatch,
+    build_micro_batches,
+    response_tokens_of,
+    total_response_tokens,
+)
 from trainer_svc.distributed_env import RankInfo, all_reduce_floats
 from trainer_svc.fsdp_wrap import grad_norm_value
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
 from trainer_svc.policy_forward import autocast_for, bf16_autocast, logprobs_and_entropy
+from trainer_svc.policy_loss import DEFAULT_POLICY_LOSS, PolicyLoss, trr_advantages
 from trainer_svc.rank_commands import UpdateCommand, announce
 from trainer_svc.rank_share import RankShare, rank_share, whole_batch
 from trainer_svc.report import GroupStats, UpdateReport
@@ -53,9 +59,10 @@ log = logging.getLogger(__name__)
 class AccumulatedStats:
     """Token-weighted sums over one pass of micro-batches (divide by ``tokens`` for means)."""
 
-    tokens: int = 0
+    tokens: int = 0  # N, the loss's denominator: the whole batch's response tokens
+    trained_tokens: int = 0  # response tokens of the micro-batches this pass went through (this rank's share)
     padded_tokens: int = 0
-    loss: float = 0.0  # already a batch token-mean: the sum of the micro-batch losses
+    loss: float = 0.0  # already the batch loss (aggregated by loss_agg_mode): the sum of the micro-batch losses
     pg_loss: float = 0.0
     entropy_sum: float = 0.0
     clip_sum: float = 0.0
@@ -76,10 +83,11 @@ class MicroBatchProgress:
     elapsed_s: float  # since the pass began
 
 
-def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, clip_eps: float,
+def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
+                         policy_loss: PolicyLoss = DEFAULT_POLICY_LOSS, loss_weights: torch.Tensor | None = None,
                          entropy_coef: float, device: torch.device, bf16: bool = False,
                          temperature: float = 1.0, share: RankShare | None = None,
-                         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+                         chunk_tokens: int = DEFAULT_CHUNK_TOKENS, token_count: int | None = None,
                          on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> AccumulatedStats:
     """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
 
@@ -88,10 +96,15 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
     detached log-probs of this pass become ``old_logprobs`` (in place, in the list) and are compared with the engine's
     log-probs. ``share``: the micro-batches this rank trains on (default: all) and its idle passes; the sums in the
     returned stats cover the share only, ``tokens`` is N. ``chunk_tokens``: response positions whose logits exist at
-    once (`trainer_svc.head_logprobs`). ``on_micro_batch`` hears each finished micro-batch (a live display).
+    once (`trainer_svc.head_logprobs`). ``token_count``: N when the micro-batches hold only part of the batch (the
+    episodes that carry signal); default, their own response tokens. ``on_micro_batch`` hears each finished
+    micro-batch (a live display). ``policy_loss``: Eq 9's clip range and dual clip. ``loss_weights``: [B] weight of
+    every response token of episode b in the batch loss (`PolicyLoss.episode_weights` of the whole batch, indexed by
+    `episode_index`), for the pg loss and the entropy bonus alike; default, a token-mean over N.
     """
     began = time.perf_counter()
-    token_count = total_response_tokens(micro_batches)
+    if token_count is None:
+        token_count = total_response_tokens(micro_batches)
     stats = AccumulatedStats(tokens=token_count)
     share = share or whole_batch(len(micro_batches))
     for position, index in enumerate(share.indices):
@@ -107,12 +120,15 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *, c
                                            has_old_logprobs=torch.ones_like(cpu_mb.has_old_logprobs))
             mb = micro_batches[index].to(device)
         advantages = broadcast_to_tokens(mb.advantages, mb.response_mask)
-        pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask, clip_eps,
-                                         token_count=token_count)
+        row_weights = (torch.full((mb.rows,), 1.0 / max(token_count, 1)) if loss_weights is None
+                       else loss_weights[cpu_mb.episode_index]).to(device)
+        pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask,
+                                         sequence_weights=row_weights, **policy_loss.clip_arguments())
         entropy_sum = torch.where(mb.response_mask, entropy, torch.zeros((), device=device)).sum()
-        loss = pg_loss - entropy_coef * entropy_sum / max(token_count, 1)
+        loss = pg_loss - entropy_coef * weighted_token_sum(entropy, mb.response_mask, row_weights)
         loss.backward()
         n = metrics["tokens"]
+        stats.trained_tokens += int(n)
         stats.padded_tokens += int(mb.input_ids.numel())
         stats.loss += float(loss.detach())
         stats.pg_loss += float(pg_loss.detach())
@@ -153,12 +169,13 @@ def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf1
 
 def reduce_stats(stats: AccumulatedStats, ranks: RankInfo) -> AccumulatedStats:
     """The sums of every rank's share added up (``ratio_max``: the largest), as one process would have counted."""
-    sums = all_reduce_floats([stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum, stats.clip_sum,
-                              stats.kl_sum, stats.mismatch_tokens, stats.mismatch_abs_sum, stats.mismatch_kl_sum],
-                             ranks, "sum")
+    sums = all_reduce_floats([stats.trained_tokens, stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum,
+                              stats.clip_sum, stats.kl_sum, stats.mismatch_tokens, stats.mismatch_abs_sum,
+                              stats.mismatch_kl_sum], ranks, "sum")
     (ratio_max,) = all_reduce_floats([stats.ratio_max], ranks, "max")
-    padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl = sums
-    return AccumulatedStats(tokens=stats.tokens, padded_tokens=round(padded), loss=loss, pg_loss=pg_loss,
+    trained, padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl = sums
+    return AccumulatedStats(tokens=stats.tokens, trained_tokens=round(trained), padded_tokens=round(padded),
+                            loss=loss, pg_loss=pg_loss,
                             entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max,
                             mismatch_tokens=round(mismatch_tokens), mismatch_abs_sum=mismatch_abs,
                             mismatch_kl_sum=mismatch_kl)
@@ -201,9 +218,9 @@ class PolicyTrainer:
         """Called after every micro-batch's backward pass (a live progress display sets it)."""
 
     def advantages(self, episodes: Sequence[Episode]) -> torch.Tensor:
-        """Eq 8 advantages [B], normalised within each (task type x role) group of this batch."""
-        rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
-        return trr_plus_plus_advantages(rewards, group_ids_of(episodes))
+        """Eq 8 advantages [B], normalised within each (task type x role) group of this batch (settings:
+        trr_statistics)."""
+        return trr_advantages(episodes, self.settings.trr_statistics)
 
     def micro_batches(self, episodes: Sequence[Episode]) -> list[MicroBatch]:
         """The batch as length-grouped micro-batches with TRR++ advantages attached."""
@@ -222,23 +239,40 @@ class PolicyTrainer:
         s = self.settings
         reset_peak_memory(self.device)
         started = time.perf_counter()
-        micro_batches = self.micro_batches(episodes)
+        advantages = self.advantages(episodes)
+        policy_loss = PolicyLoss.from_settings(s)
+        loss_weights = policy_loss.episode_weights(episodes)  # the whole batch's, whichever rows are forwarded
+        signal_rows = [i for i, advantage in enumerate(advantages.tolist()) if advantage != 0.0]
+        stepping = bool(signal_rows) or not s.skip_zero_advantage_batches
+        # With no entropy bonus a zero-advantage episode adds exactly 0 to the loss and its gradient (every Eq 9 term
+        # is A x something): only the others go through the model, over the whole batch's token count.
+        rows = signal_rows if s.entropy_coef == 0.0 and signal_rows else None
+        micro_batches = (build_micro_batches(episodes, advantages, pad_id=self.pad_id,
+                                             micro_batch_size=s.micro_batch_size,
+                                             micro_batch_tokens=s.micro_batch_tokens, rows=rows)
+                         if stepping else [])
+        trained = sum(mb.rows for mb in micro_batches)
         share = (whole_batch(len(micro_batches)) if self.ranks is None
                  else rank_share(len(micro_batches), self.ranks.rank, self.ranks.world_size))
-        stats = AccumulatedStats()
-        first_epoch = AccumulatedStats()
+        stats = AccumulatedStats(tokens=response_tokens_of(episodes))
+        first_epoch = stats
         grad_norm = 0.0
-        for epoch in range(s.ppo_epochs):
+        for epoch in range(s.ppo_epochs if micro_batches else 0):
             self.optimizer.zero_grad(set_to_none=True)
-            stats = accumulate_gradients(self.forward_module, micro_batches, clip_eps=s.clip_eps,
-                                         entropy_coef=s.entropy_coef, device=self.device, bf16=self.bf16,
+            stats = accumulate_gradients(self.forward_module, micro_batches, policy_loss=policy_loss,
+                                         loss_weights=loss_weights, entropy_coef=s.entropy_coef,
+                                         device=self.device, bf16=self.bf16,
                                          temperature=s.temperature, share=share,
-                                         chunk_tokens=s.logprob_chunk_tokens, on_micro_batch=self.on_micro_batch)
+                                         chunk_tokens=s.logprob_chunk_tokens, token_count=stats.tokens,
+                                         on_micro_batch=self.on_micro_batch)
             if epoch == 0:
                 first_epoch = stats
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
             grad_norm = grad_norm_value(norm)
             self.optimizer.step()
+        if not stepping:
+            log.info("update skipped: every advantage of the %d episodes is 0 (skip_zero_advantage_batches)",
+                     len(episodes))
         self.optimizer.zero_grad(set_to_none=True)
         if self.ranks is not None:
             stats = reduce_stats(stats, self.ranks)
@@ -249,17 +283,20 @@ class PolicyTrainer:
         elapsed = time.perf_counter() - started
         self.step += 1
         memory, kind = peak_memory_mb(self.device)
-        tokens = max(stats.tokens, 1)
+        tokens = max(stats.trained_tokens, 1)  # the diagnostics' means cover the episodes that went through
         report = UpdateReport(
             step=self.step, policy_version=self.policy_version, episodes=len(episodes), stale_dropped=stale_dropped,
             micro_batches=len(micro_batches), ppo_epochs=s.ppo_epochs, loss=stats.loss, pg_loss=stats.pg_loss,
             entropy=stats.entropy_sum / tokens, clip_fraction=stats.clip_sum / tokens,
             approx_kl=stats.kl_sum / tokens, ratio_max=stats.ratio_max, grad_norm=grad_norm, tokens=stats.tokens,
-            padded_tokens=stats.padded_tokens, tokens_per_s=stats.tokens * s.ppo_epochs / max(elapsed, 1e-9),
+            padded_tokens=stats.padded_tokens,
+            tokens_per_s=stats.trained_tokens * s.ppo_epochs / max(elapsed, 1e-9),
             step_time_s=elapsed, peak_memory_mb=memory, memory_kind=kind, groups=group_stats(episodes),
             logprob_mismatch_tokens=mismatch_tokens,
             logprob_mismatch_abs=first_epoch.mismatch_abs_sum / mismatch_tokens if mismatch_tokens else None,
             logprob_mismatch_kl=first_epoch.mismatch_kl_sum / mismatch_tokens if mismatch_tokens else None,
+            signal_episodes=len(signal_rows), trained_episodes=trained,
+            optimizer_steps=s.ppo_epochs if micro_batches else 0,
         )
         log.info("update step=%d episodes=%d loss=%.4f grad_norm=%.3f tokens/s=%.1f", report.step, report.episodes,
                  report.loss, report.grad_norm, report.tokens_per_s)

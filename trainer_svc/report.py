@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-UPDATE_REPORT_SCHEMA_VERSION = 2
-"""Bumped whenever UpdateReport's fields change (2: engine/trainer log-prob mismatch)."""
+UPDATE_REPORT_SCHEMA_VERSION = 3
+"""Bumped whenever UpdateReport's fields change (2: engine/trainer log-prob mismatch; 3: signal, trained episodes
+and optimizer steps)."""
 
 
 class GroupStats(BaseModel):
@@ -19,7 +20,9 @@ class GroupStats(BaseModel):
 
 class UpdateReport(BaseModel):
     """Losses, PPO diagnostics, throughput and memory of one update (all PPO epochs of one batch); the loss and PPO
-    diagnostics are those of the last epoch, token-means over the whole batch."""
+    diagnostics are those of the last epoch, token-means over the whole batch (sums over the trained episodes only:
+    with entropy 0 the zero-advantage ones are not forwarded, so entropy, clip and KL cover the others; all 0 for a
+    skipped batch)."""
 
     schema_version: int = UPDATE_REPORT_SCHEMA_VERSION
     step: int = Field(description="trainer step after this update (1 for the first update)")
@@ -37,7 +40,7 @@ class UpdateReport(BaseModel):
     grad_norm: float = Field(description="global gradient norm before clipping (last epoch)")
     tokens: int = Field(description="response (loss) tokens of the batch")
     padded_tokens: int = Field(description="input positions processed per epoch, padding included")
-    tokens_per_s: float = Field(description="loss tokens x epochs per second of update time")
+    tokens_per_s: float = Field(description="trained loss tokens x epochs per second of update time")
     step_time_s: float
     peak_memory_mb: float = Field(description="CUDA: max allocated in this update; CPU: the process's peak RSS")
     memory_kind: str = Field(description="'cuda_max_allocated' or 'cpu_peak_rss'")
@@ -47,3 +50,8 @@ class UpdateReport(BaseModel):
         None, description="mean |log π_engine − log π_trainer| over those tokens, before the update (None: none)")
     logprob_mismatch_kl: float | None = Field(
         None, description="k3 estimate of KL(π_engine || π_trainer) per token over those tokens, before the update")
+    signal_episodes: int = Field(0, description="episodes whose Eq 8 advantage is nonzero")
+    trained_episodes: int = Field(
+        0, description="episodes forwarded and backpropagated: all, or with entropy 0 only the signal_episodes")
+    optimizer_steps: int = Field(
+        0, description="AdamW steps made: ppo_epochs, or 0 for a batch skipped by skip_zero_advantage_batches")

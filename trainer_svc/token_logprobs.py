@@ -2,7 +2,7 @@
 
 The plain autograd expression (`logits.float()` → `log_softmax` → `exp` → `·` → `sum`) keeps four float32 [N, V]
 tensors alive for the backward and makes about ten passes over them; with a 152k vocabulary that is 2.4 GB per
-4,096 response tokens and, measured on an H100 (README), most of the gap between a TRR++ update and a plain
+4,096 response tokens and, measured on an H100 (docs/benchmarks.md), most of the gap between a TRR++ update and a plain
 cross-entropy step. Here only the logits and one log-sum-exp per row are saved; the softmax is rebuilt one chunk of
 rows at a time in float32, in the forward and in the backward.
 

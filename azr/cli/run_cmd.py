@@ -23,8 +23,11 @@ from services.inference.model_registry import MODEL_HELP
 
 RESUMED_FROM_FILE = {"run_id", "run_root", "profile", "model", "seed", "batch_size", "max_response_tokens",
                      "max_prompt_tokens", "learnability_samples", "references_k", "induction_inputs", "temperature",
-                     "top_p", "learning_rate", "entropy_coef", "clip_eps", "micro_batch_size", "seed_multiplier",
-                     "seed_max_rounds", "buffer_cap", "executor_workers", "executor_timeout_s", "device"}
+                     "top_p", "learning_rate", "entropy_coef", "micro_batch_size", "seed_multiplier",
+                     "seed_max_rounds", "buffer_cap", "executor_workers", "executor_timeout_s", "device",
+                     "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size",
+                     "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports",
+                     "skip_zero_advantage_batches", "lora_rank", "lora_alpha"}
 """Settings a resumed run takes from its saved settings.json (sizes and algorithm), unless given again."""
 
 
@@ -34,6 +37,9 @@ def _resume_overrides(run_dir: Path) -> dict[str, Any]:
         raise typer.BadParameter(f"{run_dir} has no settings.json: not a run directory", param_hint="--resume")
     saved = json.loads(saved_path.read_text())
     values = {key: saved[key] for key in RESUMED_FROM_FILE if key in saved}
+    if "clip_eps" in saved:  # saved before the clip range had two sides: its ε was symmetric
+        values.setdefault("clip_ratio_low", saved["clip_eps"])
+        values.setdefault("clip_ratio_high", saved["clip_eps"])
     values["run_id"], values["run_root"] = run_dir.name, str(run_dir.parent)
     return values
 
@@ -82,7 +88,7 @@ def run(
     if settings.profile != "embedded":
         raise bad_input("`azr run` is the embedded profile (AZR_PROFILE or the config file says "
                         f"{settings.profile!r}); the distributed one runs as services (`azr coordinator`, "
-                        "`azr trainer`, ...: see the README's Deploy section)")
+                        "`azr trainer`, ...: see docs/deploy.md)")
     try:
         resolve_model(settings.model)  # an unknown or absent model is bad input: say so before anything starts
     except InferenceError as error:

@@ -40,8 +40,8 @@ def trend(
     difference, a one-sided permutation p-value and a bootstrap 95% interval; with --probe, accuracy and format-OK
     before/after, rows fixed and broken, and a one-sided sign-test p-value; with --per-step, the diagnosis of
     each step."""
-    from services.reporting.trend_test import SERIES, compare_probe
-    from services.reporting.trend_test import trend as trend_of
+    from services.reporting.trend_comparison import SERIES, compare_probe
+    from services.reporting.trend_comparison import trend as trend_of
 
     path = run_dir / "metrics.jsonl" if run_dir.is_dir() else run_dir
     lines = _read_jsonl(path)

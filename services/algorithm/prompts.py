@@ -28,8 +28,8 @@ from services.algorithm.prompt_texts import (
     R1_SYSTEM_INSTRUCTION,
     R1_TEMPLATE,
 )
+from services.algorithm.prompt_views import InductionPuzzle, ReferenceSnippet
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES, TaskType
-from services.ports.prompting import InductionPuzzle, ReferenceSnippet
 
 __all__ = [
     "DEFAULT_NUM_INPUTS",

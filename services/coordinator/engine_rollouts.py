@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from services.algorithm.task_types import TaskType
-from services.ports import InferenceEngine, SamplingParams
+from services.ports import InferenceEngine, ProposeContext, SamplingParams
 from services.records import Proposal, Solution, SolveTask
-from services.rollouts.proposing import ProposeContext, propose
+from services.rollouts.proposing import propose
 from services.rollouts.solving import solve
 
 

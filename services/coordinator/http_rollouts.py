@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from services.algorithm.task_types import TaskType
-from services.ports import SamplingParams
+from services.ports import ProposeContext, SamplingParams
 from services.records import Proposal, Solution, SolveTask
 from services.rollouts.http_schemas import (
     MAX_INSTRUCTIONS_PER_REQUEST,
@@ -27,7 +27,6 @@ from services.rollouts.http_schemas import (
     SolveRequest,
     SolveResponse,
 )
-from services.rollouts.proposing import ProposeContext
 
 RETRYABLE_STATUS = {502, 503, 504}
 T = TypeVar("T")

@@ -10,19 +10,38 @@ import random
 from collections import Counter
 from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from services.algorithm.task_types import TaskType
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer
-from services.ports import BufferEntry, CodeExecutor, Rollouts, TripletStore
-from services.records import InductionTask, Proposal, SolveTask, TripletSource
-from services.rollouts.proposing import ProposeContext, proposer_instruction
+from services.ports import BufferEntry, CodeExecutor, ProposeContext, Rollouts, TripletStore
+from services.records import InductionTask, SolveTask, TripletSource
+from services.rollouts.proposing import proposer_instruction
 from services.rollouts.solving import solver_instruction
 from services.rollouts.validation import ValidatedProposal, validate_proposal
 
 PROMPT_REDRAWS = 32
 """Times a proposer's references are drawn again while its prompt is over `max_prompt_tokens`; after that the
 shortest prompt seen is used and counted in `prompt_over_limit/<type>`."""
+
+
+@dataclass(frozen=True)
+class PendingProposals:
+    """One task type's proposals from one batched generation, their validations started (not awaited); each
+    verdict carries its proposal."""
+
+    validations: list[Future[ValidatedProposal]]  # one per proposal, in order
+    contexts: list[ProposeContext]  # what each proposal's prompt showed, in order
+
+
+@dataclass(frozen=True)
+class StoredProposals:
+    """One task type's verdicts and what storing them did."""
+
+    verdicts: list[ValidatedProposal]  # every verdict, in proposal order
+    entries: dict[int, BufferEntry]  # the valid entries stored, with their buffer ids, by verdict index
+    created: list[str]  # ids new to their buffer (a duplicate keeps the id it already had)
 
 
 class ProposalRound:
@@ -88,10 +107,10 @@ class ProposalRound:
 
     def generate(self, task_types: Sequence[TaskType], count: int, rng: random.Random, *, step: int,
                  policy_version: int, source: TripletSource, strip: bool = False
-                 ) -> dict[TaskType, tuple[list[Proposal], list[Future[ValidatedProposal]], list[ProposeContext]]]:
+                 ) -> dict[TaskType, PendingProposals]:
         """`count` proposals of each task type from one batched generation, their validations started (not
-        awaited); per type (proposals, validation futures, the contexts they were shown). `strip`: seeding's rule,
-        programs lose comments and global variables before validation (§3.3.1)."""
+        awaited). `strip`: seeding's rule, programs lose comments and global variables before validation
+        (§3.3.1)."""
         contexts = {task_type: self.contexts(task_type, count, rng) for task_type in task_types}
         with self.timer.phase("generation"):
             proposals = self.rollouts.propose(contexts, self.config.sampling(seed=rng.getrandbits(31)),
@@ -101,7 +120,7 @@ class ProposalRound:
             futures = [self.pool.submit(validate_proposal, self.executor, proposal, step=step,
                                         policy_version=policy_version, source=source, strip=strip)
                        for proposal in proposals.get(task_type, [])]
-            out[task_type] = (proposals.get(task_type, []), futures, contexts[task_type])
+            out[task_type] = PendingProposals(validations=futures, contexts=contexts[task_type])
         return out
 
     def await_verdicts(self, futures: Sequence[Future[ValidatedProposal]]) -> list[ValidatedProposal]:
@@ -112,10 +131,8 @@ class ProposalRound:
                 verdicts.append(future.result())
         return verdicts
 
-    def store_entries(self, verdicts: Sequence[ValidatedProposal], skip: Collection[int] = ()
-                      ) -> tuple[dict[int, BufferEntry], list[str]]:
-        """Insert the valid entries of `verdicts` but those at `skip`. Returns (entries with ids by verdict index,
-        newly stored ids)."""
+    def store_entries(self, verdicts: Sequence[ValidatedProposal], skip: Collection[int] = ()) -> StoredProposals:
+        """Insert the valid entries of `verdicts` but those at `skip`."""
         entries: dict[int, BufferEntry] = {}
         created = []
         for index, verdict in enumerate(verdicts):
@@ -129,13 +146,10 @@ class ProposalRound:
             entries[index] = verdict.entry.model_copy(update={"id": outcome.id})
             if outcome.created:
                 created.append(outcome.id)
-        return entries, created
+        return StoredProposals(verdicts=list(verdicts), entries=entries, created=created)
 
-    def store_valid(self, futures: Sequence[Future[ValidatedProposal]]) -> tuple[list[ValidatedProposal],
-                                                                               list[BufferEntry], list[str]]:
-        """Await validations; insert valid entries. Returns (all verdicts, valid entries with ids, newly stored ids)."""
-        verdicts = self.await_verdicts(futures)
-        entries, created = self.store_entries(verdicts)
-        return verdicts, list(entries.values()), created
+    def store_valid(self, pending: PendingProposals) -> StoredProposals:
+        """Await the validations of `pending` and insert its valid entries."""
+        return self.store_entries(self.await_verdicts(pending.validations))
 
 

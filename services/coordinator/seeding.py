@@ -51,10 +51,10 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
             valid = proposed = 0
             pending = round_.generate((TaskType.DEDUCTION, TaskType.ABDUCTION), config.batch_size, rng, step=0,
                                       policy_version=policy_version, source=TripletSource.SEED, strip=True)
-            for task_type, (_, futures, _) in pending.items():
-                _, entries, _ = round_.store_valid(futures)
-                valid, proposed = valid + len(entries), proposed + len(futures)
-                for entry in entries:  # D_abd = D_ded: a valid triplet seeds both buffers
+            for task_type, batch in pending.items():
+                stored = round_.store_valid(batch)
+                valid, proposed = valid + len(stored.entries), proposed + len(batch.validations)
+                for entry in stored.entries.values():  # D_abd = D_ded: a valid triplet seeds both buffers
                     assert isinstance(entry, Triplet)
                     other = TaskType.ABDUCTION if task_type is TaskType.DEDUCTION else TaskType.DEDUCTION
                     store.insert_triplet(entry.model_copy(update={"id": None, "buffer": other}))
@@ -67,10 +67,10 @@ def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollo
             rounds += 1
             generated = round_.generate((TaskType.INDUCTION,), config.batch_size, rng, step=0,
                                         policy_version=policy_version, source=TripletSource.SEED)
-            _, futures, _ = generated[TaskType.INDUCTION]
-            _, entries, _ = round_.store_valid(futures)
+            batch = generated[TaskType.INDUCTION]
+            stored = round_.store_valid(batch)
             say(_round_line("D_ind", rounds, max_rounds, f"D_ind {store.count(TaskType.INDUCTION)} of {target}",
-                            len(entries), len(futures), began))
+                            len(stored.entries), len(batch.validations), began))
         report["induction_rounds"] = rounds
     for task_type in TaskType:
         report[f"buffer/{task_type.value}"] = store.count(task_type)

@@ -29,9 +29,16 @@ from services.algorithm.task_types import Role, TaskType
 from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
-from services.ports import BufferEntry, CodeExecutor, EpisodeQueue, Rollouts, SamplingParams, TripletStore
+from services.ports import (
+    BufferEntry,
+    CodeExecutor,
+    EpisodeQueue,
+    ProposeContext,
+    Rollouts,
+    SamplingParams,
+    TripletStore,
+)
 from services.records import Episode, InductionTask, Solution, SolveTask, TripletSource
-from services.rollouts.proposing import ProposeContext
 from services.rollouts.solving import check_solution, solve_task_from_entry
 from services.rollouts.validation import ValidatedProposal
 
@@ -64,6 +71,14 @@ def weight_version_int(text: str, fallback: int) -> int:
         return fallback
 
 
+@dataclass(frozen=True)
+class _RoleEpisodes:
+    """One role's episodes of one task type, and how many of its rollouts were dropped (the executor failed)."""
+
+    episodes: list[Episode]
+    dropped: int
+
+
 @dataclass
 class _Learnability:
     """The n checked samples of each valid, well-formed proposal (by proposal index) and the dropped samples."""
@@ -94,13 +109,13 @@ class SelfPlayStep:
         B = self.config.batch_size
         pending = round_.generate(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
                                   source=TripletSource.PROPOSED)
-        verdicts = {t: round_.await_verdicts(pending[t][1]) for t in TaskType}
+        verdicts = {t: round_.await_verdicts(pending[t].validations) for t in TaskType}
         # A valid proposal whose solver prompt would not fit is not stored and gets r̄ = 0 (as the authors do).
         too_long = {t: self._unsolvable(round_, t, verdicts[t]) for t in TaskType}
         stored = {t: round_.store_entries(verdicts[t], skip=too_long[t]) for t in TaskType}
-        valid = {t: stored[t][0] for t in TaskType}
-        new_ids = {t: stored[t][1] for t in TaskType}
-        complexity = {t: self._measure_tasks(t, verdicts[t], pending[t][2]) for t in TaskType}
+        valid = {t: stored[t].entries for t in TaskType}
+        new_ids = {t: stored[t].created for t in TaskType}
+        complexity = {t: self._measure_tasks(t, verdicts[t], pending[t].contexts) for t in TaskType}
         self.progress(f"step {step}: valid proposals " + ", ".join(f"{t.value} {len(valid[t])}/{len(verdicts[t])}"
                                                                    for t in TaskType)
                       + f"; learnability: {self.config.learnability_samples} solver samples each, then the solve "
@@ -123,10 +138,9 @@ class SelfPlayStep:
         for t in TaskType:
             learn = self._await_learnability(learn_checks[t], timer)
             solved = [self._await(group[0], timer) for group in solve_checks[t]]
-            propose_episodes, propose_dropped = self._propose_episodes(step, policy_version, t, verdicts[t], learn,
-                                                                       valid[t], too_long[t])
-            solve_episodes, solve_dropped = self._solve_episodes(step, policy_version, t, batches[t], solved)
-            episodes += propose_episodes + solve_episodes
+            proposed = self._propose_episodes(step, policy_version, t, verdicts[t], learn, valid[t], too_long[t])
+            answered = self._solve_episodes(step, policy_version, t, batches[t], solved)
+            episodes += proposed.episodes + answered.episodes
             checked = [s for s in solved if s is not None]
             metrics[f"valid_rate/{t.value}"] = round(len(valid[t]) / len(verdicts[t]), 6) if verdicts[t] else None
             metrics[f"new/{t.value}"] = len(new_ids[t])
@@ -134,8 +148,8 @@ class SelfPlayStep:
                 if checked else None
             rbar = [sum(bool(s.correct) for s in group) / len(group) for group in learn.samples.values() if group]
             metrics[f"learnability/{t.value}"] = round(sum(rbar) / len(rbar), 6) if rbar else None
-            metrics[f"dropped/{t.value}/propose"] = propose_dropped
-            metrics[f"dropped/{t.value}/solve"] = solve_dropped
+            metrics[f"dropped/{t.value}/propose"] = proposed.dropped
+            metrics[f"dropped/{t.value}/solve"] = answered.dropped
             metrics[f"dropped/{t.value}/learnability"] = learn.dropped
             metrics[f"prompt_over_limit/{t.value}"] = round_.over_limit[t.value]
             metrics.update(counts(f"parse_failures/{t.value}", [v.proposal.parse_failure for v in verdicts[t]]))
@@ -181,7 +195,9 @@ class SelfPlayStep:
         """Generate solutions for every type's batch in one call and start their checks (awaited later)."""
         with timer.phase("generation"):
             groups = self.rollouts.solve({t: tasks for t, tasks in batches.items() if tasks}, sampling)
-        return {t: [[self.pool.submit(check_solution, self.executor, t, task, solution) for solution in group]
+        gold_imports = self.config.induction_gold_imports
+        return {t: [[self.pool.submit(check_solution, self.executor, t, task, solution,
+                                      induction_gold_imports=gold_imports) for solution in group]
                     for task, group in zip(batches[t], groups.get(t, []))] for t in batches}
 
     def _learnability_checks(
@@ -204,8 +220,9 @@ class SelfPlayStep:
                 for solution in group:
                     key = learnability_answer(task_type, solution.text)
                     if key not in by_answer:
-                        by_answer[key] = self.pool.submit(check_solution, self.executor, task_type, task, solution,
-                                                          learnability=True)
+                        by_answer[key] = self.pool.submit(
+                            check_solution, self.executor, task_type, task, solution, learnability=True,
+                            induction_gold_imports=self.config.induction_gold_imports)
                     checks[task_type][index].append((solution, by_answer[key]))
         return checks
 
@@ -246,8 +263,8 @@ class SelfPlayStep:
 
     def _propose_episodes(self, step: int, policy_version: int, task_type: TaskType,
                           verdicts: list[ValidatedProposal], learn: _Learnability, stored: dict[int, BufferEntry],
-                          unsolvable: Collection[int]) -> tuple[list[Episode], int]:
-        """Eq 6 ∘ Eq 4 per proposal; (episodes, dropped). A proposal is dropped when the executor failed on it, or
+                          unsolvable: Collection[int]) -> _RoleEpisodes:
+        """Eq 6 ∘ Eq 4 per proposal. A proposal is dropped when the executor failed on it, or
         on every learnability sample of a valid, well-formed one (its reward is then unknown). An `unsolvable` one
         (its solver prompt is over the limit) has r̄ = 0."""
         episodes, dropped = [], 0
@@ -258,7 +275,8 @@ class SelfPlayStep:
                 dropped += 1
                 continue
             successes = [False] if index in unsolvable else [bool(s.correct) for s in samples] if samples else None
-            reward = propose_reward(successes, well_formed=proposal.format_ok, valid_task=verdict.valid)
+            reward = propose_reward(successes, well_formed=proposal.format_ok, valid_task=verdict.valid,
+                                    unlearnable_reward=self.config.unlearnable_proposal_reward)
             episodes.append(Episode(
                 id=self._episode_id(step, task_type, Role.PROPOSE, index), run_id=self.run_id, step=step,
                 task_type=task_type, role=Role.PROPOSE, prompt_ids=proposal.prompt_ids,
@@ -266,11 +284,11 @@ class SelfPlayStep:
                 reward=reward, policy_version=weight_version_int(proposal.weight_version, policy_version),
                 text=proposal.text, task_id=stored[index].id if index in stored else None,
                 exec_status=verdict.status or proposal.parse_failure, format_ok=proposal.format_ok))
-        return episodes, dropped
+        return _RoleEpisodes(episodes=episodes, dropped=dropped)
 
     def _solve_episodes(self, step: int, policy_version: int, task_type: TaskType, tasks: list[SolveTask],
-                        solved: list[Solution | None]) -> tuple[list[Episode], int]:
-        """Eq 6 ∘ Eq 5 per solver answer; (episodes, dropped): an answer the executor failed on is dropped."""
+                        solved: list[Solution | None]) -> _RoleEpisodes:
+        """Eq 6 ∘ Eq 5 per solver answer; an answer the executor failed on is dropped."""
         episodes, dropped = [], 0
         for index, (task, solution) in enumerate(zip(tasks, solved)):
             if solution is None:
@@ -284,4 +302,4 @@ class SelfPlayStep:
                 reward=reward, policy_version=weight_version_int(solution.weight_version, policy_version),
                 text=solution.text, task_id=task.task_id,
                 exec_status=solution.exec_status or solution.parse_failure, format_ok=solution.format_ok))
-        return episodes, dropped
+        return _RoleEpisodes(episodes=episodes, dropped=dropped)

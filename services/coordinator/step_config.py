@@ -22,13 +22,17 @@ class StepConfig:
     temperature: float
     top_p: float
     max_prompt_tokens: int = 0  # 0: prompts are not length-checked
+    unlearnable_proposal_reward: float = 0.0  # r̄ ∈ {0, 1}: 0 (Eq 4) or the released code's −0.5
+    induction_gold_imports: bool = False  # the released code's induction check: gold imports before the answer
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StepConfig:
         return cls(batch_size=settings.batch_size, references_k=settings.references_k,
                    learnability_samples=settings.learnability_samples, induction_inputs=settings.induction_inputs,
                    max_response_tokens=settings.max_response_tokens, temperature=settings.temperature,
-                   top_p=settings.top_p, max_prompt_tokens=settings.max_prompt_tokens)
+                   top_p=settings.top_p, max_prompt_tokens=settings.max_prompt_tokens,
+                   unlearnable_proposal_reward=settings.unlearnable_proposal_reward,
+                   induction_gold_imports=settings.induction_gold_imports)
 
     def sampling(self, n: int = 1, seed: int | None = None) -> SamplingParams:
         return SamplingParams(max_new_tokens=self.max_response_tokens, temperature=self.temperature,

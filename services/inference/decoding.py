@@ -12,6 +12,7 @@ Output conventions, matching SGLang's `/generate`:
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,9 +80,28 @@ PREFILL_CHUNK_TOKENS = 512
 without a sign of life; in chunks, each reported, they take the same time with a progress line every few seconds."""
 
 
+def cache_keyword(model: torch.nn.Module) -> str:
+    """The keyword this transformers version's causal LM takes its KV cache by: `cache` (transformers 5.x renamed
+    `past_key_values`, which now prints a deprecation warning and goes in 5.40) or, on older versions,
+    `past_key_values`. Read from the forward's signature, not guessed from a version number: a model that takes
+    neither name would drop an unknown keyword into its `**kwargs` and silently decode without its cache."""
+    parameters = inspect.signature(model.forward).parameters
+    for keyword in ("cache", "past_key_values"):
+        if keyword in parameters:
+            return keyword
+    raise TypeError(f"{type(model).__name__}.forward takes its KV cache neither as `cache` nor as `past_key_values`")
+
+
+def _forward(model: torch.nn.Module, keyword: str, past: Any, **inputs: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    """(KV cache after, last-position logits [batch, V]) of one forward pass over `inputs`, on top of `past`."""
+    cached = {keyword: past} if past is not None else {}
+    out = model(**inputs, **cached, use_cache=True, logits_to_keep=1)
+    return out[keyword], out.logits[:, -1, :]
+
+
 def _prefill(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
              max_new_tokens: int, on_step: Callable[[DecodeProgress], None] | None,
-             before_forward: Callable[[], None]) -> tuple[Any, torch.Tensor]:
+             before_forward: Callable[[], None], keyword: str) -> tuple[Any, torch.Tensor]:
     """(KV cache, last-position logits [batch, V]) of the left-padded prompts [batch, width]. One forward when the
     batch is small or nobody watches; otherwise chunks along the sequence (the cache carries the earlier chunks; the
     mask covers every position so far), each followed by a step-0 progress report."""
@@ -89,19 +109,16 @@ def _prefill(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor
     chunk = max(32, PREFILL_CHUNK_TOKENS // batch)
     if on_step is None or width <= chunk:
         before_forward()
-        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                    logits_to_keep=1)
-        return out.past_key_values, out.logits[:, -1, :]
+        return _forward(model, keyword, None, input_ids=input_ids, attention_mask=mask, position_ids=positions)
     past = None
     for start in range(0, width, chunk):
         end = min(start + chunk, width)
         before_forward()
-        out = model(input_ids=input_ids[:, start:end], attention_mask=mask[:, :end],
-                    position_ids=positions[:, start:end], past_key_values=past, use_cache=True, logits_to_keep=1)
-        past = out.past_key_values
+        past, logits = _forward(model, keyword, past, input_ids=input_ids[:, start:end], attention_mask=mask[:, :end],
+                                position_ids=positions[:, start:end])
         on_step(DecodeProgress(step=0, max_new_tokens=max_new_tokens, rows=batch, live=batch, tokens=0,
                                prefilled=end, prompt_width=width))
-    return past, out.logits[:, -1, :]
+    return past, logits
 
 
 def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
@@ -131,7 +148,8 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     device = next(model.parameters()).device
     input_ids, mask, positions = _left_pad(prompts, pad_id, device)
     before = before_forward or (lambda: None)
-    past, logits = _prefill(model, input_ids, mask, positions, spec.max_new_tokens, on_step, before)
+    keyword = cache_keyword(model)
+    past, logits = _prefill(model, input_ids, mask, positions, spec.max_new_tokens, on_step, before, keyword)
     if repeats > 1:
         past.batch_repeat_interleave(repeats)
         logits = logits.repeat_interleave(repeats, dim=0)
@@ -147,9 +165,8 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
             break
         if step > 0:
             before()
-            out = model(input_ids=tokens.unsqueeze(-1), attention_mask=mask, position_ids=step_positions,
-                        past_key_values=past, use_cache=True, logits_to_keep=1)
-            past, logits = out.past_key_values, out.logits[:, -1, :]
+            past, logits = _forward(model, keyword, past, input_ids=tokens.unsqueeze(-1), attention_mask=mask,
+                                    position_ids=step_positions)
         row_generator = [generator[i] for i in live] if isinstance(generator, list) else generator
         tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, row_generator)
         keep = []

@@ -8,10 +8,11 @@ wire is SGLang's `weight_version` (our policy version, as a string).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, field_validator
 
+from services.json_types import JsonInt, TokenId
 from services.ports import SamplingParams
 
 SGLANG_SAMPLING_FIELDS = frozenset({
@@ -29,13 +30,14 @@ class WireSamplingParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    max_new_tokens: int = Field(128, ge=1)
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = -1
-    n: int = Field(1, ge=1)
+    max_new_tokens: JsonInt = Field(128, ge=1)
+    temperature: StrictFloat = Field(1.0, ge=0)
+    top_p: StrictFloat = Field(1.0, gt=0, le=1)
+    top_k: JsonInt = Field(-1, description="-1 (disabled) or at least 1",
+                           json_schema_extra={"anyOf": [{"const": -1}, {"minimum": 1}]})
+    n: JsonInt = Field(1, ge=1)
     stop: str | list[str] | None = None
-    sampling_seed: int | None = None
+    sampling_seed: JsonInt | None = None
 
     @field_validator("top_k")
     @classmethod
@@ -58,17 +60,29 @@ class WireSamplingParams(BaseModel):
 
 
 class GenerateRequest(BaseModel):
-    """`POST /generate` body: `text` or `input_ids`, single or batch. Unknown top-level keys are ignored, as SGLang
-    does; `sampling_params` is checked separately (unknown keys there are an error)."""
+    """`POST /generate` body: exactly one of `text` or `input_ids`, single or batch; `sampling_params` one object for
+    every prompt or one per prompt. Unknown top-level keys are ignored, as SGLang does; an unknown or unsupported
+    `sampling_params` key is an error."""
 
     model_config = ConfigDict(extra="ignore")
 
     text: str | list[str] | None = None
-    input_ids: list[int] | list[list[int]] | None = None
-    sampling_params: dict[str, object] | list[dict[str, object]] | None = None
-    return_logprob: bool = False
+    input_ids: list[TokenId] | list[list[TokenId]] | None = None  # the server refuses ids >= its vocabulary too
+    sampling_params: WireSamplingParams | list[WireSamplingParams] | None = None
+    return_logprob: StrictBool = False
     rid: str | list[str] | None = None
-    stream: bool = False
+    stream: Literal[False] = Field(False, description="Must be false: this server does not stream.")
+
+    @field_validator("sampling_params", mode="before")
+    @classmethod
+    def _only_supported_fields(cls, value: Any) -> Any:
+        """Name the SGLang fields this server does not implement (any other unknown key is refused as extra)."""
+        for params in value if isinstance(value, list) else [value]:
+            if isinstance(params, dict):
+                unsupported = sorted(set(params) & (SGLANG_SAMPLING_FIELDS - set(WireSamplingParams.model_fields)))
+                if unsupported:
+                    raise ValueError(f"sampling_params fields not supported by this server: {unsupported}")
+        return value
 
 
 class FinishReason(BaseModel):
@@ -110,7 +124,7 @@ class UpdateWeightsFromDiskRequest(BaseModel):
 
     model_path: str = Field(min_length=1)
     weight_version: str | None = None
-    abort_all_requests: bool = False
+    abort_all_requests: StrictBool = False
 
 
 class UpdateWeightsFromDiskResponse(BaseModel):
@@ -143,3 +157,25 @@ class ModelInfoResponse(BaseModel):
     is_generation: bool = True
     weight_version: str
     prompt_form: str | None = None
+
+
+class ServerError(BaseModel):
+    """SGLang's error body: 400 (malformed request), 401 (no admin key), 500 (the engine failed), 503 (paused)."""
+
+    object: Literal["error"]
+    message: str
+    type: str
+    code: int
+
+
+class ControlResponse(BaseModel):
+    """`POST /pause_generation` and `POST /continue_generation`: done."""
+
+    message: str
+    status: Literal["ok"]
+
+
+class HealthResponse(BaseModel):
+    """`GET /health` (a one-token generation succeeded) and `GET /healthz` (the process answers)."""
+
+    status: Literal["ok"]

@@ -5,7 +5,8 @@ It lets the distributed profile run where SGLang cannot (CPU machines) and is wh
 over real HTTP. Routes: `POST /generate`, `POST /update_weights_from_disk`, `POST /pause_generation`,
 `POST /continue_generation`, `GET /model_info` (alias `/get_model_info`), `GET /health` (runs a one-token
 generation; 503 while paused or updating), `GET /healthz` (alive). Malformed requests get 400 with SGLang's error
-shape `{"object": "error", "message", "type": "BadRequest", "code": 400}`.
+shape `{"object": "error", "message", "type": "BadRequest", "code": 400}` (`ServerError`); the OpenAPI document
+states each route's statuses with their bodies.
 
 Admin key (SGLang's `--admin-api-key`; here `admin_api_key`, from AZR_SGLANG_ADMIN_API_KEY): when set, the control
 endpoints (`/pause_generation`, `/update_weights_from_disk`, `/continue_generation`) answer 401 unless the request
@@ -20,25 +21,30 @@ from __future__ import annotations
 import hmac
 import uuid
 from collections.abc import Sequence
+from http import HTTPStatus
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from fastapi.security import HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.inference.decoding import RawSample
 from services.inference.generation_gate import GenerationGate
 from services.inference.local_engine import LocalEngine
 from services.inference.sampling import sample_seeds
 from services.inference.sglang_schemas import (
-    SGLANG_SAMPLING_FIELDS,
     ContinueGenerationRequest,
+    ControlResponse,
     FinishReason,
     GenerateItem,
     GenerateRequest,
+    HealthResponse,
     MetaInfo,
     ModelInfoResponse,
     PauseGenerationRequest,
+    ServerError,
     UpdateWeightsFromDiskRequest,
     UpdateWeightsFromDiskResponse,
     WireSamplingParams,
@@ -52,30 +58,25 @@ class BadRequest(ValueError):
     """A request the server refuses with 400 and this message."""
 
 
-def error_response(message: str, status: int = 400) -> JSONResponse:
-    """SGLang's error body."""
-    kind = "BadRequest" if status == 400 else "ServiceUnavailable" if status == 503 else "InternalServerError"
-    return JSONResponse({"object": "error", "message": message, "type": kind, "code": status}, status_code=status)
+def _documented(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
+    """`responses=` entries: each status with the `ServerError` body (descriptions by `s<status>`)."""
+    defaults = {400: "Malformed request.", 401: "No admin key (`Authorization: Bearer <admin_api_key>`).",
+                500: "The engine failed.", 503: "Generation is paused (or weights are being updated)."}
+    return {status: {"model": ServerError, "description": descriptions.get(f"s{status}", defaults[status])}
+            for status in statuses}
 
 
-def parse_sampling(raw: dict[str, object] | None) -> WireSamplingParams:
-    """Validate one `sampling_params` dict: SGLang fields we do not implement and unknown keys are both 400."""
-    raw = raw or {}
-    unsupported = sorted(set(raw) & (SGLANG_SAMPLING_FIELDS - set(WireSamplingParams.model_fields)))
-    if unsupported:
-        raise BadRequest(f"sampling_params fields not supported by this server: {unsupported}")
-    try:
-        return WireSamplingParams.model_validate(raw)
-    except ValidationError as exc:
-        raise BadRequest(f"invalid sampling_params: {exc.errors(include_url=False)}") from exc
+def error_response(message: str, status: int = 400, headers: dict[str, str] | None = None) -> JSONResponse:
+    """SGLang's error body (`type`: the status phrase, as `BadRequest`, `Unauthorized`, `ServiceUnavailable`)."""
+    kind = HTTPStatus(status).phrase.replace(" ", "")
+    return JSONResponse({"object": "error", "message": message, "type": kind, "code": status}, status_code=status,
+                        headers=headers)
 
 
 def prompt_batch(request: GenerateRequest, engine: LocalEngine) -> tuple[list[list[int]], bool]:
     """Token ids of every prompt and whether the request was a batch (the response is then a list)."""
     if (request.text is None) == (request.input_ids is None):
         raise BadRequest("give exactly one of `text` or `input_ids`")
-    if request.stream:
-        raise BadRequest("streaming is not supported by this server")
     if request.text is not None:
         texts = [request.text] if isinstance(request.text, str) else request.text
         prompts, batched = [engine.codec.encode(text) for text in texts], isinstance(request.text, list)
@@ -114,11 +115,15 @@ class AdminKeyRefused(Exception):
 def admin_guard(admin_api_key: str | None):  # noqa: ANN201 - a FastAPI dependency
     """A dependency that refuses a request (401) unless it carries `Authorization: Bearer <admin_api_key>`; lets
     everything through when the server has no key."""
-    expected = f"Bearer {admin_api_key}".encode() if admin_api_key else None
+    if not admin_api_key:
+        def open_route() -> None:
+            return None
 
-    def check(request: Request) -> None:
-        if expected is None:
-            return
+        return open_route
+    expected = f"Bearer {admin_api_key}".encode()
+    scheme = HTTPBearer(auto_error=False, description="the server's admin_api_key")  # documents it in OpenAPI
+
+    def check(request: Request, _credentials: Any = Depends(scheme)) -> None:
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             raise AdminKeyRefused()
@@ -134,11 +139,17 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
     gate = GenerationGate()
     app.state.engine, app.state.gate = engine, gate
     admin = [Depends(admin_guard(admin_api_key))]
+    refused = _documented(400, 401) if admin_api_key else _documented(400)
 
     @app.exception_handler(AdminKeyRefused)
     async def _refused(_: Request, __: AdminKeyRefused) -> JSONResponse:
         return JSONResponse({"object": "error", "message": "Unauthorized: this endpoint needs the admin API key",
                              "type": "Unauthorized", "code": 401}, status_code=401)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's own refusals (a body that is not UTF-8, an unknown route) in SGLang's error shape too."""
+        return error_response(str(exc.detail), exc.status_code, exc.headers)  # a 405 keeps its Allow header
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -148,15 +159,19 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
     async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
         return error_response(str(exc))
 
-    @app.post("/generate")
+    @app.post("/generate", response_model=GenerateItem | list[GenerateItem], responses={
+        **_documented(400, 500, 503, s400=(
+            "Malformed request, or one this server refuses: not exactly one of text or input_ids, an empty prompt, "
+            "a token id outside the vocabulary, sampling_params not one per prompt.")),
+        200: {"description": "One item for a single prompt with n = 1, else the list (batch order, each prompt's n "
+                             "samples together)."}})
     def generate(request: GenerateRequest) -> JSONResponse:
         """Sample completions: one item per prompt per sample, batch order, each prompt's n samples together."""
         prompts, batched = prompt_batch(request, engine)
         raw = request.sampling_params
-        per_item = raw if isinstance(raw, list) else [raw] * len(prompts)
-        if len(per_item) != len(prompts):
-            raise BadRequest(f"{len(per_item)} sampling_params for {len(prompts)} prompts")
-        params = [parse_sampling(p) for p in per_item]
+        params = raw if isinstance(raw, list) else [raw or WireSamplingParams()] * len(prompts)
+        if len(params) != len(prompts):
+            raise BadRequest(f"{len(params)} sampling_params for {len(prompts)} prompts")
         items: list[dict[str, object]] = []
         try:
             with gate.generation(pause_wait_s) as abort:
@@ -182,7 +197,11 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
             return JSONResponse(items)
         return JSONResponse(items[0])
 
-    @app.post("/update_weights_from_disk", dependencies=admin)
+    @app.post("/update_weights_from_disk", dependencies=admin, response_model=UpdateWeightsFromDiskResponse,
+              responses={**refused, 400: {
+                  "model": ServerError | UpdateWeightsFromDiskResponse,
+                  "description": "Malformed request (`ServerError`), or the checkpoint could not be loaded "
+                                 "(`success: false` and why; the served weights are unchanged)."}})
     def update_weights_from_disk(request: UpdateWeightsFromDiskRequest) -> JSONResponse:
         """Load a checkpoint directory and serve it as `weight_version` (400 with success false on failure)."""
         drained = request.abort_all_requests and not gate.paused
@@ -203,27 +222,28 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
         return JSONResponse(UpdateWeightsFromDiskResponse(success=True, message=message,
                                                           num_paused_requests=paused_requests).model_dump())
 
-    @app.post("/pause_generation", dependencies=admin)
-    def pause_generation(request: PauseGenerationRequest) -> dict[str, str]:
+    @app.post("/pause_generation", dependencies=admin, response_model=ControlResponse, responses=refused)
+    def pause_generation(request: PauseGenerationRequest) -> ControlResponse:
         """Hold new generations; `abort` mode also aborts running ones (they return finish_reason abort)."""
         gate.pause(request.mode)
-        return {"message": "Generation paused successfully.", "status": "ok"}
+        return ControlResponse(message="Generation paused successfully.", status="ok")
 
-    @app.post("/continue_generation", dependencies=admin)
-    def continue_generation(_: ContinueGenerationRequest) -> dict[str, str]:
+    @app.post("/continue_generation", dependencies=admin, response_model=ControlResponse, responses=refused)
+    def continue_generation(_: ContinueGenerationRequest) -> ControlResponse:
         """Let generations run again."""
         gate.resume()
-        return {"message": "Generation continued successfully.", "status": "ok"}
+        return ControlResponse(message="Generation continued successfully.", status="ok")
 
-    @app.get("/model_info")
-    @app.get("/get_model_info")
+    @app.get("/model_info", response_model=ModelInfoResponse)
+    @app.get("/get_model_info", response_model=ModelInfoResponse)
     def model_info() -> ModelInfoResponse:
         """The served model and its weight version."""
         info = engine.model_info()
         return ModelInfoResponse(model_path=str(info["model_path"]), tokenizer_path=str(engine.model_dir),
                                  weight_version=engine.weight_version(), prompt_form=str(info["prompt_form"]))
 
-    @app.get("/health")
+    @app.get("/health", response_model=HealthResponse,
+             responses=_documented(503, s503="Paused, updating weights, or the one-token generation failed."))
     def health() -> JSONResponse:
         """Readiness: 503 while paused or updating, else a one-token greedy generation must succeed."""
         if gate.paused or gate.busy_updating:
@@ -238,9 +258,9 @@ def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
             return error_response(f"generation failed: {exc}", 503)
         return JSONResponse({"status": "ok"})
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
+    @app.get("/healthz", response_model=HealthResponse)
+    def healthz() -> HealthResponse:
         """Liveness: the process answers."""
-        return {"status": "ok"}
+        return HealthResponse(status="ok")
 
     return app

@@ -9,19 +9,19 @@ is re-exported here (`from services.ports import X`).
   contract).
 - `inference`: InferenceEngine, SamplingParams, Completion (`services.inference`: the local transformers engine or
   the SGLang HTTP client).
-- `rollouts`: Rollouts, the two roles as the coordinator reaches them (`services.coordinator.engine_rollouts`,
-  `services.coordinator.http_rollouts`).
+- `rollouts`: Rollouts, the two roles as the coordinator reaches them (`services.coordinator.engine_rollouts` in
+  process, `services.coordinator.http_rollouts` through the proposer/solver APIs), and ProposeContext, what one
+  proposer prompt shows.
 - `self_play`: the loop's hooks PolicyUpdater and StepEvaluation.
 - `reporting`: MetricSink (TensorBoard, Weights & Biases).
-- `prompting`: ReferenceSnippet, InductionPuzzle, what prompts read of a task.
 
 Protocols that only one service folder uses stay in it (`executor_svc.channel.WorkerChannel`,
-`trainer_svc.server_sync.WeightTarget`, the views of `trainer_svc.prometheus_metrics`).
+`trainer_svc.server_sync.WeightTarget`, the views of `trainer_svc.prometheus_metrics`); what the prompts read of a task
+(ReferenceSnippet, InductionPuzzle) stays beside them in `services.algorithm.prompt_views`.
 """
 
 from services.ports.executor import CodeExecutor
 from services.ports.inference import Completion, InferenceEngine, InferenceError, SamplingParams
-from services.ports.prompting import InductionPuzzle, ReferenceSnippet
 from services.ports.queues import (
     AppliedEpisodeLog,
     Delivery,
@@ -30,7 +30,7 @@ from services.ports.queues import (
     PolicyVersionRegression,
 )
 from services.ports.reporting import MetricSink
-from services.ports.rollouts import Rollouts, greedy_sampling
+from services.ports.rollouts import ProposeContext, Rollouts, greedy_sampling
 from services.ports.self_play import PolicyUpdater, StepEvaluation
 from services.ports.store import (
     BufferEntry,
@@ -51,7 +51,6 @@ __all__ = [
     "Completion",
     "Delivery",
     "EpisodeQueue",
-    "InductionPuzzle",
     "InferenceEngine",
     "InferenceError",
     "InsertOutcome",
@@ -60,7 +59,7 @@ __all__ = [
     "PolicyUpdater",
     "PolicyVersionBoard",
     "PolicyVersionRegression",
-    "ReferenceSnippet",
+    "ProposeContext",
     "Rollouts",
     "RunSummary",
     "SamplingParams",

@@ -27,8 +27,10 @@ class CodeExecutor(Protocol):
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
         """Run f(agent_input) in the sandbox and compare with the gold output."""
 
-    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
-        """Run the agent's program on every hidden input and compare with each gold output."""
+    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
+                        gold_imports: Sequence[str] = ()) -> CheckResult:
+        """Run the agent's program on every hidden input and compare with each gold output; ``gold_imports`` (the
+        gold program's import statements) run before the agent's program when given."""
 
     def readiness_problem(self) -> str | None:
         """What keeps the executor from working now (for `/readyz`), or None when it can take work."""

@@ -8,19 +8,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat
+
+from services.json_types import JsonInt
 
 
 class SamplingParams(BaseModel):
     """How to sample completions; the SGLang `sampling_params` subset we use (docs/design.md §6)."""
 
-    max_new_tokens: int = Field(512, ge=1)
-    temperature: float = Field(1.0, ge=0)  # 0 means greedy
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = -1  # -1: off
-    n: int = Field(1, ge=1)  # completions per prompt
+    # Strict scalars: a JSON body must carry numbers as numbers (no `true` or `"3"` taken for an integer), as the
+    # OpenAPI schema of the APIs that receive these says.
+    max_new_tokens: JsonInt = Field(512, ge=1)
+    temperature: StrictFloat = Field(1.0, ge=0)  # 0 means greedy
+    top_p: StrictFloat = Field(1.0, gt=0, le=1)
+    top_k: JsonInt = -1  # -1: off
+    n: JsonInt = Field(1, ge=1)  # completions per prompt
     stop: list[str] = Field(default_factory=list)
-    seed: int | None = None  # SGLang's `sampling_seed`
+    seed: JsonInt | None = None  # SGLang's `sampling_seed`
 
 
 class Completion(BaseModel):

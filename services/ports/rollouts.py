@@ -1,8 +1,10 @@
 """The Rollouts port: how the coordinator reaches the two roles, in-process over an InferenceEngine or through the
 proposer/solver HTTP APIs.
 
-Adapters: `services.coordinator.engine_rollouts.EngineRollouts` (embedded; also what the HTTP APIs run) and
-`services.coordinator.http_rollouts.HttpRollouts` (distributed). The periodic CRUXEval evaluation
+Adapters: `services.coordinator.engine_rollouts.EngineRollouts` (embedded, and `azr eval`) and
+`services.coordinator.http_rollouts.HttpRollouts` (distributed; the proposer and solver APIs behind it call
+`services.rollouts.proposing.propose` and `services.rollouts.solving.solve` over their own engine, as EngineRollouts
+does). The periodic CRUXEval evaluation
 (services/evaluation) runs on the same port, through `solve` with `greedy_sampling`, so it reaches the model exactly
 as self-play's solver does in both profiles.
 """
@@ -10,14 +12,24 @@ as self-play's solver does in both profiles.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol
 
+from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import TaskType
 from services.ports.inference import SamplingParams
 from services.records import Proposal, Solution, SolveTask
 
-if TYPE_CHECKING:  # services.rollouts imports the ports; annotations only, so no import cycle
-    from services.rollouts.proposing import ProposeContext
+
+@dataclass(frozen=True)
+class ProposeContext:
+    """What one proposer prompt shows: K reference triplets (deduction/abduction) or one program (induction).
+
+    The caller decides it (sampled from the buffer by the coordinator, or given in a proposer API request), so a
+    proposal records exactly what its prompt contained."""
+
+    references: Sequence[ReferenceTriplet]
+    reference_ids: Sequence[str] = field(default_factory=tuple)
 
 
 def greedy_sampling(max_new_tokens: int) -> SamplingParams:

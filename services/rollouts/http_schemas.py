@@ -5,9 +5,12 @@ Shared by the APIs and by the coordinator's HTTP client, so both sides validate 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonInt
 from services.ports import SamplingParams
 from services.records import RECORD_SCHEMA_VERSION, Proposal, Solution, SolveTask
 
@@ -27,17 +30,17 @@ class ReferenceIn(BaseModel):
 
 
 class ProposeRequest(BaseModel):
-    """`count` proposals of `task_type`. `references`: one list per proposal (len == count), or one list used for
-    every proposal, or None to sample K from the buffer (deduction/abduction) or one program of D_abd ∪ D_ded
-    (induction, which takes exactly one reference)."""
+    """`count` proposals of `task_type`. `references`: one non-empty list per proposal (len == count), or one list
+    used for every proposal, or None (or []) to sample K from the buffer (deduction/abduction) or one program of
+    D_abd ∪ D_ded (induction, which takes exactly one reference)."""
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: JsonInt = RECORD_SCHEMA_VERSION
     task_type: TaskType
-    count: int = Field(1, ge=1, le=MAX_PROPOSALS_PER_REQUEST)
-    references: list[list[ReferenceIn]] | list[ReferenceIn] | None = None
+    count: JsonInt = Field(1, ge=1, le=MAX_PROPOSALS_PER_REQUEST)
+    references: list[Annotated[list[ReferenceIn], Field(min_length=1)]] | list[ReferenceIn] | None = None
     sampling: SamplingParams | None = None
-    num_inputs: int | None = Field(None, ge=2, le=64)
-    seed: int | None = None
+    num_inputs: JsonInt | None = Field(None, ge=2, le=64)
+    seed: JsonInt | None = None
 
     @model_validator(mode="after")
     def _check_references(self) -> ProposeRequest:
@@ -61,12 +64,12 @@ class ProposeResponse(BaseModel):
 class SolveRequest(BaseModel):
     """`n` solutions for each task; with `check` the executor judges every parsed answer."""
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: JsonInt = RECORD_SCHEMA_VERSION
     task_type: TaskType
     tasks: list[SolveTask] = Field(min_length=1, max_length=MAX_TASKS_PER_REQUEST)
-    n: int = Field(1, ge=1, le=MAX_SAMPLES_PER_TASK)
+    n: JsonInt = Field(1, ge=1, le=MAX_SAMPLES_PER_TASK)
     sampling: SamplingParams | None = None
-    check: bool = False
+    check: StrictBool = False
 
     @model_validator(mode="after")
     def _check_tasks(self) -> SolveRequest:
@@ -90,7 +93,7 @@ class SolveResponse(BaseModel):
 class PromptTokensRequest(BaseModel):
     """Task instructions whose full prompts (R1 wrapper or chat template included) the coordinator needs to measure."""
 
-    schema_version: int = RECORD_SCHEMA_VERSION
+    schema_version: JsonInt = RECORD_SCHEMA_VERSION
     instructions: list[str] = Field(min_length=1, max_length=MAX_INSTRUCTIONS_PER_REQUEST)
 
 

@@ -7,21 +7,13 @@ the buffer, or given in an API request), so a proposal records exactly what its 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from services.algorithm.parsing import InductionProposal, ParseFailure, ProgramProposal, Reading, read_response
-from services.algorithm.prompts import ReferenceTriplet, proposer_prompt
+from services.algorithm.prompts import proposer_prompt
 from services.algorithm.task_types import Role, TaskType
 from services.ports import Completion, InferenceEngine, SamplingParams
+from services.ports.rollouts import ProposeContext
 from services.records import Proposal, ProposedTask
-
-
-@dataclass(frozen=True)
-class ProposeContext:
-    """What one proposer prompt shows: K reference triplets (deduction/abduction) or one program (induction)."""
-
-    references: Sequence[ReferenceTriplet]
-    reference_ids: Sequence[str] = field(default_factory=tuple)
 
 
 def proposer_instruction(task_type: TaskType, context: ProposeContext, num_inputs: int) -> str:

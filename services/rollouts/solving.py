@@ -16,6 +16,7 @@ from services.algorithm.parsing import (
     read_response,
 )
 from services.algorithm.prompts import ReferenceTriplet, induction_solver_prompt, solver_prompt
+from services.algorithm.static_check import check_program
 from services.algorithm.task_types import Role, TaskType
 from services.execution import CheckResult
 from services.ports import BufferEntry, CodeExecutor, Completion, InferenceEngine, SamplingParams
@@ -77,9 +78,11 @@ def solve(engine: InferenceEngine, tasks: Mapping[TaskType, Sequence[SolveTask]]
     return out
 
 
-def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, answer: str) -> CheckResult:
+def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, answer: str, *,
+                 induction_gold_imports: bool = False) -> CheckResult:
     """The executor's verdict on one answer: deduction compares values, abduction runs f(answer), induction runs
-    the agent's program on every hidden input (§3.2)."""
+    the agent's program on every hidden input (§3.2); with ``induction_gold_imports``, after the gold program's import
+    statements (the released code's check)."""
     if task_type is TaskType.DEDUCTION:
         assert task.output is not None
         return executor.check_deduction(task.output, answer)
@@ -88,7 +91,10 @@ def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, a
         return executor.check_abduction(task.program, task.output, answer)
     assert task.inputs is not None and task.outputs is not None
     split = given_split(task)
-    return executor.check_induction(answer, task.inputs[split:], task.outputs[split:])
+    if not induction_gold_imports:
+        return executor.check_induction(answer, task.inputs[split:], task.outputs[split:])
+    imports = check_program(task.program).imports
+    return executor.check_induction(answer, task.inputs[split:], task.outputs[split:], imports)
 
 
 def with_verdict(solution: Solution, verdict: CheckResult | None) -> Solution:
@@ -100,18 +106,20 @@ def with_verdict(solution: Solution, verdict: CheckResult | None) -> Solution:
 
 
 def check_solution(executor: CodeExecutor, task_type: TaskType, task: SolveTask, solution: Solution, *,
-                   learnability: bool = False) -> Solution | None:
+                   learnability: bool = False, induction_gold_imports: bool = False) -> Solution | None:
     """Check one solution in the sandbox; None when the executor failed twice for infrastructure reasons (drop it).
 
     A solver episode is checked only when its format is right; a learnability sample (`learnability=True`) is
-    checked on the answer its raw response gives, whatever its format."""
+    checked on the answer its raw response gives, whatever its format. ``induction_gold_imports``: see
+    `check_answer`."""
     if learnability:
         answer = learnability_answer(task_type, solution.text)
     else:
         answer = solution.answer if solution.format_ok else None
     if answer is None:
         return with_verdict(solution, None)
-    verdict = with_fault_retry(lambda: check_answer(executor, task_type, task, answer),
+    verdict = with_fault_retry(lambda: check_answer(executor, task_type, task, answer,
+                                                    induction_gold_imports=induction_gold_imports),
                                lambda result: result.status, f"{task_type.value} check of task {task.task_id}")
     return None if verdict is None else with_verdict(solution, verdict)
 

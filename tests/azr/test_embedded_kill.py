@@ -25,9 +25,10 @@ from trainer_svc.resume import fresh_trainer, restore_trainer
 
 RUN = "killed"
 SIZES = ["--model", "tiny", "--batch-size", "1", "--max-response-tokens", "8", "--run-id", RUN]
-TRAINER_FIELDS = ("learning_rate", "weight_decay", "grad_clip", "entropy_coef", "clip_eps", "ppo_epochs",
-                  "micro_batch_size", "micro_batch_tokens", "logprob_chunk_tokens", "gradient_checkpointing",
-                  "temperature", "checkpoint_every")
+TRAINER_FIELDS = ("learning_rate", "weight_decay", "grad_clip", "entropy_coef", "clip_ratio_low", "clip_ratio_high",
+                  "clip_ratio_c", "loss_agg_mode", "trr_statistics", "ppo_epochs", "micro_batch_size",
+                  "micro_batch_tokens", "logprob_chunk_tokens", "gradient_checkpointing", "temperature",
+                  "checkpoint_every")
 
 
 def azr_run(cwd: Path, *args: str) -> subprocess.Popen[str]:

@@ -53,6 +53,9 @@ def test_round_trip_through_a_real_worker(private_queue) -> None:
     induction = client.validate_induction("def f(x):\n    return x + 1", ["1", "2", "3"])
     assert (induction.status, induction.outputs) == (ExecStatus.OK, ["2", "3", "4"])
     assert client.check_induction("def f(x):\n    return x + 1", ["5"], ["6"]).correct is True
+    floor = "def f(x):\n    return math.floor(x)"  # the gold program's `import math` travels with the job
+    assert client.check_induction(floor, ["2.5"], ["2"]).correct is False
+    assert client.check_induction(floor, ["2.5"], ["2"], ["import math"]).correct is True
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ from proposer_servers import serve, settings_for
 
 from proposer_api.prometheus_metrics import FORMAT_ERROR, PARSED, ProposerMetrics
 from services.algorithm.task_types import TaskType
-from services.ports import Completion
-from services.rollouts.proposing import ProposeContext, proposal_record
+from services.ports import Completion, ProposeContext
+from services.rollouts.proposing import proposal_record
 
 
 @pytest.mark.slow

@@ -33,7 +33,8 @@ def test_distributed_defaults_are_the_paper_constants() -> None:
         "max_prompt_tokens": 6144,
         "max_response_tokens": 8096,
         "executor_timeout_s": 10.0,
-        "clip_eps": 0.2,
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
         "induction_inputs": 10,
         "determinism_runs": 2,
     }
@@ -48,8 +49,9 @@ def test_embedded_shrinks_sizes_only() -> None:
     assert embedded.batch_size == 2 and embedded.database_url.startswith("sqlite:///")
     backends = (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend)
     assert backends == ("inprocess", "process", "local")
-    algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_eps",
-                 "determinism_runs"]
+    algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_ratio_low",
+                 "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "trr_statistics", "unlearnable_proposal_reward",
+                 "induction_gold_imports", "determinism_runs"]
     assert [getattr(embedded, k) for k in algorithm] == [getattr(distributed, k) for k in algorithm]
     changed = {k for k in Settings.model_fields if getattr(embedded, k) != getattr(distributed, k)}
     assert changed <= set(PROFILE_DEFAULTS["embedded"]) | {"profile"}

@@ -1,7 +1,8 @@
 """The trainer on a CUDA GPU: bf16 autocast updates with fp32 master weights move log-probabilities the right way and
 agree with fp32 updates, and the FSDP path on NCCL (torchrun, one rank per GPU) equals the one-process update.
 
-CI has no GPU, so these skip there, saying why; the README's "Trainer on a GPU" gives the command for a GPU machine.
+CI has no GPU, so these skip there, saying why; docs/testing.md ("On a GPU machine") gives the command for a GPU
+machine.
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def test_ppo_clip_loss_hand_computed() -> None:
     new.requires_grad_(True)
     old.requires_grad_(True)
     adv.requires_grad_(True)
-    loss, metrics = ppo_clip_loss(new, old, adv, mask, clip_eps=0.2)
+    loss, metrics = ppo_clip_loss(new, old, adv, mask, clip_ratio_low=0.2)
     assert loss.item() == pytest.approx(0.64, abs=1e-12)
     assert metrics["clip_fraction"] == pytest.approx(0.4)
     logs = [math.log(1.5), math.log(0.9), math.log(0.5), math.log(1.1), math.log(1.5)]

@@ -24,9 +24,10 @@ from services.algorithm.task_types import Role, TaskType
 from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.execution import CheckResult, ExecStatus, ValidationResult
+from services.ports import ProposeContext
 from services.queues import InProcessEpisodeQueue
 from services.records import Triplet, TripletSource
-from services.rollouts.proposing import ProposeContext, proposer_instruction
+from services.rollouts.proposing import proposer_instruction
 from services.store import open_store
 
 B, N = 2, 8
@@ -93,8 +94,9 @@ class CountingExecutor:
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
         return self.real.check_abduction(program, gold_output, agent_input)
 
-    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str]) -> CheckResult:
-        return self.real.check_induction(agent_program, inputs, outputs)
+    def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
+                        gold_imports: Sequence[str] = ()) -> CheckResult:
+        return self.real.check_induction(agent_program, inputs, outputs, gold_imports)
 
 
 @pytest.fixture(scope="module")

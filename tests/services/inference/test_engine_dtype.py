@@ -28,6 +28,7 @@ def test_auto_is_bf16_on_cuda_and_on_cpus_that_multiply_bf16_natively(monkeypatc
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(cpu_features.NATIVE_BF16_ENV, raising=False)
     real_read = Path.read_text
     flags = {"text": "flags\t\t: fpu sse avx512f avx512bw\n"}
 
@@ -40,6 +41,22 @@ def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch: pytest.MonkeyPatch,
     assert cpu_features.cpu_has_native_bf16()
     flags["text"] = "flags\t\t: fpu amx_bf16 amx_tile\n"
     assert cpu_features.cpu_has_native_bf16()
+
+
+@pytest.mark.parametrize(("value", "native"), [("1", True), ("true", True), ("0", False), ("off", False)])
+def test_the_environment_forces_either_answer_whatever_the_cpu(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                               native: bool) -> None:
+    """AZR_CPU_NATIVE_BF16 makes any CPU take a bf16-capable CPU's paths (or not): the engine's auto dtype with it."""
+    monkeypatch.setenv(cpu_features.NATIVE_BF16_ENV, value)
+    assert cpu_features.cpu_has_native_bf16() is native
+    expected = torch.bfloat16 if native else torch.float32
+    assert engine_dtype("auto", torch.device("cpu")) == expected
+
+
+def test_a_malformed_force_value_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cpu_features.NATIVE_BF16_ENV, "maybe")
+    with pytest.raises(ValueError, match="AZR_CPU_NATIVE_BF16"):
+        cpu_features.cpu_has_native_bf16()
 
 
 def test_an_unknown_choice_is_refused() -> None:

@@ -2,7 +2,7 @@
 
 `services.records.Triplet` and `services.algorithm.prompts.ReferenceTriplet` satisfy ReferenceSnippet;
 `services.records.InductionTask` satisfies InductionPuzzle. Both are runtime-checkable: `solver_prompt` dispatches
-on them.
+on them. They live beside the prompts that read them, in the algorithm layer, so the algorithm imports no port.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trend test of a run (services/reporting/trend_test.py, `azr trend`): permutation p-values, bootstrap
+"""The trend test of a run (services/reporting/trend_comparison.py, `azr trend`): permutation p-values, bootstrap
 intervals, and the paired probe comparison, against values computed by hand."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from azr.cli.main import app
-from services.reporting.trend_test import (
+from services.reporting.trend_comparison import (
     bootstrap_interval,
     compare_probe,
     permutation_p_value,
