@@ -167,6 +167,9 @@ def summarise(line: dict[str, Any]) -> str:
         propose = line.get(f"reward/{task_type}/propose")
         solve = line.get(f"reward/{task_type}/solve")
         parts.append(f"{task_type[:3]}: valid {_fmt(valid)} r_prop {_fmt(propose)} r_solve {_fmt(solve)}")
+    if (signal := line.get("train/signal_episodes")) is not None:
+        update = "no update" if line.get("train/optimizer_steps") == 0 else "update"
+        parts.append(f"signal {signal}/{line.get('train/episodes')} episodes, {update}")
     rollout, training = line.get("time/total", 0.0), line.get("time/training")
     # time/total times the rollout only; an in-process update (embedded) comes after it and is shown beside it
     parts.append(f"{rollout:.1f}s" if training is None

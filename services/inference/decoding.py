@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import torch
 
+from services.inference.prefill import PrefillProgress, prefill_batch
 from services.inference.sampling import choose_tokens
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -45,8 +46,8 @@ class DecodeProgress:
     rows: int  # rows in the batch at the start (while prefilling: the prompts)
     live: int  # rows still decoding
     tokens: int  # tokens sampled so far, all rows together
-    prefilled: int = 0  # prompt positions prefilled so far (step 0 only)
-    prompt_width: int = 0  # the padded prompt length being prefilled (step 0 only)
+    prefilled: int = 0  # prompt positions computed so far (step 0 only)
+    prompt_width: int = 0  # prompt positions to compute in all: a prefix shared with an earlier prompt counts once
 
 
 @dataclass
@@ -60,24 +61,11 @@ class RawSample:
     matched: int | str | None = None  # the EOS id or the stop string that ended it
 
 
-def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask, position_ids), prompts right-aligned so every row's next token is the last
-    column; positions count real tokens only, so padding does not shift them."""
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    return input_ids.to(device), mask.to(device), positions.to(device)
-
-
 PREFILL_CHUNK_TOKENS = 512
-"""Prompt tokens (all rows together) one prefill forward takes when the padded prompts are longer: on a CPU a
-0.5B model prefills ~50 tokens/s per thread, so six 1,700-token proposer prompts in one forward would be minutes
-without a sign of life; in chunks, each reported, they take the same time with a progress line every few seconds."""
+"""Prompt positions one prefill forward takes when someone watches (services.inference.prefill computes each
+prompt on its own): on a CPU a 0.5B model prefills ~50 tokens/s per thread, so a step's proposer prompts in whole
+forwards would be minutes without a sign of life; in chunks, each reported, they take the same time with a progress
+line every few seconds. Unwatched, each prompt's unshared part is one forward."""
 
 
 def cache_keyword(model: torch.nn.Module) -> str:
@@ -99,28 +87,6 @@ def _forward(model: torch.nn.Module, keyword: str, past: Any, **inputs: torch.Te
     return out[keyword], out.logits[:, -1, :]
 
 
-def _prefill(model: torch.nn.Module, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-             max_new_tokens: int, on_step: Callable[[DecodeProgress], None] | None,
-             before_forward: Callable[[], None], keyword: str) -> tuple[Any, torch.Tensor]:
-    """(KV cache, last-position logits [batch, V]) of the left-padded prompts [batch, width]. One forward when the
-    batch is small or nobody watches; otherwise chunks along the sequence (the cache carries the earlier chunks; the
-    mask covers every position so far), each followed by a step-0 progress report."""
-    batch, width = input_ids.shape
-    chunk = max(32, PREFILL_CHUNK_TOKENS // batch)
-    if on_step is None or width <= chunk:
-        before_forward()
-        return _forward(model, keyword, None, input_ids=input_ids, attention_mask=mask, position_ids=positions)
-    past = None
-    for start in range(0, width, chunk):
-        end = min(start + chunk, width)
-        before_forward()
-        past, logits = _forward(model, keyword, past, input_ids=input_ids[:, start:end], attention_mask=mask[:, :end],
-                                position_ids=positions[:, start:end])
-        on_step(DecodeProgress(step=0, max_new_tokens=max_new_tokens, rows=batch, live=batch, tokens=0,
-                               prefilled=end, prompt_width=width))
-    return past, logits
-
-
 def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
     """Earliest occurrence of any stop string in `text`: (index, stop), or None."""
     hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
@@ -129,14 +95,15 @@ def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
 
 @torch.inference_mode()
 def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: RowSpec, *, eos_ids: set[int],
-                pad_id: int, detokenize: Callable[[Sequence[int]], str],
+                detokenize: Callable[[Sequence[int]], str],
                 generator: torch.Generator | None | list[torch.Generator | None],
                 abort: threading.Event | None = None, repeats: int = 1,
                 on_step: Callable[[DecodeProgress], None] | None = None,
                 before_forward: Callable[[], None] | None = None) -> list[RawSample]:
     """Sample `repeats` continuations of each prompt (prompt-major order: prompt 0's samples first).
 
-    Each prompt is prefilled once and its KV cache copied to its `repeats` rows; rows that finish are dropped from
+    Each prompt is prefilled once (a prefix shared with an earlier prompt of the batch only once:
+    services.inference.prefill) and its KV cache copied to its `repeats` rows; rows that finish are dropped from
     the batch, so long samples do not pay for short ones. `generator`: one for all rows, or one per sample (in the
     samples' order), so a sample's tokens depend only on its own seed. `abort`, when set, ends every unfinished row at
     the next step with finish_reason `abort` and what it had so far. `on_step` is called after every step,
@@ -146,10 +113,20 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     device = next(model.parameters()).device
-    input_ids, mask, positions = _left_pad(prompts, pad_id, device)
     before = before_forward or (lambda: None)
     keyword = cache_keyword(model)
-    past, logits = _prefill(model, input_ids, mask, positions, spec.max_new_tokens, on_step, before, keyword)
+
+    def report_prefill(progress: PrefillProgress) -> None:
+        assert on_step is not None
+        on_step(DecodeProgress(step=0, max_new_tokens=spec.max_new_tokens, rows=len(prompts), live=len(prompts),
+                               tokens=0, prefilled=progress.computed, prompt_width=progress.total))
+
+    prefilled = prefill_batch(lambda past, **inputs: _forward(model, keyword, past, **inputs), prompts,
+                              chunk_tokens=PREFILL_CHUNK_TOKENS if on_step is not None else 0,
+                              before_forward=before, on_progress=report_prefill if on_step is not None else None,
+                              cache_config=getattr(model, "config", None), device=device)
+    past, logits, mask, positions = (prefilled.cache, prefilled.last_logits, prefilled.attention_mask,
+                                     prefilled.positions)
     if repeats > 1:
         past.batch_repeat_interleave(repeats)
         logits = logits.repeat_interleave(repeats, dim=0)
@@ -159,7 +136,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     live = list(range(len(samples)))  # sample index of each batch row
     sampled = 0
     step_positions = positions[:, -1:]
-    tokens = input_ids.new_empty(0)  # each step's chosen tokens, fed to the next step (step 0 has its logits already)
+    tokens = torch.empty(0, dtype=torch.long, device=device)  # each step's chosen tokens, fed to the next step (step 0 has its logits already)
     for step in range(spec.max_new_tokens):
         if abort is not None and abort.is_set():
             break

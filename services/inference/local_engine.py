@@ -185,7 +185,7 @@ class LocalEngine:
                     generator = [self._generator if seed is None else
                                  torch.Generator(device=self.device).manual_seed(seed) for seed in rows]
                 flat += decode_rows(self._model, prompts[start:start + per_batch], spec, repeats=n,
-                                    eos_ids=self._eos_ids, pad_id=self.codec.pad_token_id(),
+                                    eos_ids=self._eos_ids,
                                     detokenize=self.codec.decode, generator=generator, abort=abort,
                                     on_step=self.on_decode_step, before_forward=self.before_forward)
             version = self._version

@@ -27,8 +27,11 @@ SIZES = ["--model", "tiny", "--batch-size", "2", "--max-response-tokens", "16"]
 
 
 def azr_run(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    # The tiny model's rewards are all -1: with the embedded default (no step without signal) nothing would train,
+    # so this run takes Table 3's rule (every batch steps, entropy bonus 0.001) to exercise the update path.
     env = {**os.environ, "AZR_SEED_MAX_ROUNDS": "1", "AZR_EXECUTOR_WORKERS": "1", "AZR_LEARNABILITY_SAMPLES": "2",
-           "AZR_RUN_API_PORT": "0", **(extra_env or {})}
+           "AZR_RUN_API_PORT": "0", "AZR_SKIP_ZERO_ADVANTAGE_BATCHES": "false", "AZR_ENTROPY_COEF": "0.001",
+           **(extra_env or {})}
     env.pop("AZR_DATABASE_URL", None)
     return subprocess.Popen([sys.executable, "-m", "azr", "run", *SIZES, *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

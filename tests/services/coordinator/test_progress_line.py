@@ -15,3 +15,11 @@ def test_the_summary_adds_the_in_process_update_to_the_rollout_time() -> None:
 
 def test_without_an_update_the_summary_shows_the_rollout_alone() -> None:
     assert summarise({"step": 1, "time/total": 2.5}).endswith("| ind: valid - r_prop - r_solve - | 2.5s")
+
+
+def test_the_line_says_how_many_episodes_carried_signal_and_whether_the_policy_moved() -> None:
+    skipped = summarise({"step": 3, "train/signal_episodes": 0, "train/episodes": 12, "train/optimizer_steps": 0})
+    assert "signal 0/12 episodes, no update" in skipped
+    stepped = summarise({"step": 4, "train/signal_episodes": 4, "train/episodes": 12, "train/optimizer_steps": 1})
+    assert "signal 4/12 episodes, update" in stepped and "no update" not in stepped
+    assert "signal" not in summarise({"step": 1})  # the distributed coordinator has no in-process update

@@ -89,7 +89,7 @@ def test_eos_token_ends_a_row_and_is_kept(tiny_engine: LocalEngine, prompts: lis
     free = tiny_engine.generate(prompts[:1], SamplingParams(max_new_tokens=6, temperature=0))[0][0]
     eos = free.output_ids[2]  # declare the third greedy token an EOS id
     samples = decode_rows(tiny_engine.model, prompts[:1], RowSpec(max_new_tokens=6, temperature=0, top_p=1, top_k=-1),
-                          eos_ids={eos}, pad_id=tiny_engine.codec.pad_token_id(), detokenize=tiny_engine.decode,
+                          eos_ids={eos}, detokenize=tiny_engine.decode,
                           generator=None)
     first_eos = free.output_ids.index(eos)
     assert samples[0].finish_reason == "stop" and samples[0].matched == eos
@@ -177,7 +177,7 @@ def test_decode_progress_reports_each_step_and_ends_with_no_live_row(tiny_engine
         tiny_engine.on_decode_step = None
     produced = sum(len(c.output_ids) for group in out for c in group)
     prefill = [p for p in seen if p.step == 0]  # a long prompt is prefilled in reported chunks first
-    assert seen[:len(prefill)] == prefill and prefill[-1].prefilled == max(len(p) for p in prompts)
+    assert seen[:len(prefill)] == prefill and prefill[-1].prefilled == sum(len(p) for p in prompts)
     seen = seen[len(prefill):]
     assert [p.step for p in seen] == list(range(1, len(seen) + 1)) and len(seen) <= 6
     assert seen[-1].live == 0 and seen[-1].tokens == produced and seen[0].rows == 4
@@ -189,16 +189,17 @@ def test_a_watched_long_prefill_goes_in_reported_chunks_and_samples_as_one_forwa
     from services.inference import decoding
 
     spec = RowSpec(max_new_tokens=8, temperature=0, top_p=1, top_k=-1)
-    kwargs = {"eos_ids": set(), "pad_id": tiny_engine.codec.pad_token_id(), "detokenize": tiny_engine.decode,
+    kwargs = {"eos_ids": set(), "detokenize": tiny_engine.decode,
               "generator": None, "repeats": 2}
     whole = decode_rows(tiny_engine.model, prompts, spec, **kwargs)  # nobody watches: one prefill forward
-    monkeypatch.setattr(decoding, "PREFILL_CHUNK_TOKENS", 64)  # 2 prompts -> chunks of 32 positions
+    monkeypatch.setattr(decoding, "PREFILL_CHUNK_TOKENS", 64)  # each prompt in chunks of 64 positions
     events: list[decoding.DecodeProgress] = []
     chunked = decode_rows(tiny_engine.model, prompts, spec, on_step=events.append, **kwargs)
-    width = max(len(p) for p in prompts)
+    total = sum(len(p) for p in prompts)  # the two prompts share no prefix: every position is computed
     prefill = [e for e in events if e.step == 0]
-    assert [e.prefilled for e in prefill] == [min(end, width) for end in range(32, width + 32, 32)]
-    assert all(e.prompt_width == width and e.rows == 2 for e in prefill) and len(prefill) >= 3
+    done = [0] + [e.prefilled for e in prefill]
+    assert all(0 < b - a <= 64 for a, b in zip(done, done[1:])) and done[-1] == total
+    assert all(e.prompt_width == total and e.rows == 2 for e in prefill) and len(prefill) >= 3
     assert events[len(prefill)].step == 1  # decoding follows the prefill
     assert [s.output_ids for s in chunked] == [s.output_ids for s in whole]
     assert torch.allclose(torch.tensor([s.logprobs for s in chunked]), torch.tensor([s.logprobs for s in whole]),
