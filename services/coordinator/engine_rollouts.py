@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from services.algorithm.task_types import TaskType
-from services.ports import InferenceEngine, ProposeContext, SamplingParams
+from services.ports import InferenceEngine, ProposalsAndSolutions, ProposeContext, SamplingParams
 from services.records import Proposal, Solution, SolveTask
-from services.rollouts.proposing import propose
+from services.rollouts.proposing import propose, propose_and_solve
 from services.rollouts.solving import solve
 
 
@@ -24,6 +24,11 @@ class EngineRollouts:
     def propose(self, contexts: Mapping[TaskType, Sequence[ProposeContext]], sampling: SamplingParams,
                 num_inputs: int) -> dict[TaskType, list[Proposal]]:
         return propose(self.engine, contexts, sampling, num_inputs, self.reject_multiple_functions)
+
+    def propose_and_solve(self, contexts: Mapping[TaskType, Sequence[ProposeContext]],
+                          tasks: Mapping[TaskType, Sequence[SolveTask]], sampling: SamplingParams,
+                          num_inputs: int) -> ProposalsAndSolutions:
+        return propose_and_solve(self.engine, contexts, tasks, sampling, num_inputs, self.reject_multiple_functions)
 
     def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
         return [len(self.engine.prompt_ids(instruction)) for instruction in instructions]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 
 from services.algorithm.task_types import TaskType
-from services.ports import ProposeContext, SamplingParams
+from services.ports import ProposalsAndSolutions, ProposeContext, SamplingParams
 from services.records import Proposal, Solution, SolveTask
 from services.rollouts.http_schemas import (
     MAX_INSTRUCTIONS_PER_REQUEST,
@@ -90,6 +90,18 @@ class HttpRollouts:
         for (task_type, _), groups in zip(calls, answers):
             out[task_type] += groups
         return out
+
+    def propose_and_solve(self, contexts: Mapping[TaskType, Sequence[ProposeContext]],
+                          tasks: Mapping[TaskType, Sequence[SolveTask]], sampling: SamplingParams,
+                          num_inputs: int) -> ProposalsAndSolutions:
+        """Both APIs' requests at once (their inference servers batch them as they arrive)."""
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="azr-rollout-both") as pool:
+            proposed = pool.submit(self.propose, contexts, sampling, num_inputs)
+            solved = pool.submit(self.solve, tasks, sampling) if any(tasks.values()) else None
+            solutions = solved.result() if solved is not None else {task_type: [] for task_type in tasks}
+            return ProposalsAndSolutions(proposals=proposed.result(),
+                                         solutions={t: [group[0] for group in groups]
+                                                    for t, groups in solutions.items()})
 
     def _concurrently(self, calls: Sequence[Callable[[], T]]) -> list[T]:
         """Run the calls on threads (at most `max_concurrent_requests` at once); results in order."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -16,7 +16,7 @@ from services.algorithm.task_types import TaskType
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer
 from services.ports import BufferEntry, CodeExecutor, ProposeContext, Rollouts, TripletStore
-from services.records import InductionTask, SolveTask, TripletSource
+from services.records import InductionTask, Solution, SolveTask, TripletSource
 from services.rollouts.proposing import proposer_instruction
 from services.rollouts.solving import solver_instruction
 from services.rollouts.validation import ValidatedProposal, validate_proposal
@@ -42,6 +42,14 @@ class StoredProposals:
     verdicts: list[ValidatedProposal]  # every verdict, in proposal order
     entries: dict[int, BufferEntry]  # the valid entries stored, with their buffer ids, by verdict index
     created: list[str]  # ids new to their buffer (a duplicate keeps the id it already had)
+
+
+@dataclass(frozen=True)
+class RoundRollouts:
+    """A round's proposals (validations started) and the solutions generated with them."""
+
+    pending: dict[TaskType, PendingProposals]
+    solutions: dict[TaskType, list[Solution]]  # one per solve task given, in order
 
 
 class ProposalRound:
@@ -111,17 +119,29 @@ class ProposalRound:
         """`count` proposals of each task type from one batched generation, their validations started (not
         awaited). `strip`: seeding's rule, programs lose comments and global variables before validation
         (§3.3.1)."""
+        return self.generate_with_answers(task_types, count, rng, step=step, policy_version=policy_version,
+                                          source=source, strip=strip, solve_tasks={}).pending
+
+    def generate_with_answers(self, task_types: Sequence[TaskType], count: int, rng: random.Random, *, step: int,
+                              policy_version: int, source: TripletSource, strip: bool = False,
+                              solve_tasks: Mapping[TaskType, Sequence[SolveTask]]) -> RoundRollouts:
+        """As `generate`, with one solution to each of `solve_tasks` from the same generation (read, not checked)."""
         contexts = {task_type: self.contexts(task_type, count, rng) for task_type in task_types}
+        sampling = self.config.sampling(seed=rng.getrandbits(31))
+        solutions: dict[TaskType, list[Solution]] = {}
         with self.timer.phase("generation"):
-            proposals = self.rollouts.propose(contexts, self.config.sampling(seed=rng.getrandbits(31)),
-                                              self.config.induction_inputs)
-        out = {}
+            if any(solve_tasks.values()):
+                both = self.rollouts.propose_and_solve(contexts, solve_tasks, sampling, self.config.induction_inputs)
+                proposals, solutions = both.proposals, both.solutions
+            else:
+                proposals = self.rollouts.propose(contexts, sampling, self.config.induction_inputs)
+        pending = {}
         for task_type in task_types:
             futures = [self.pool.submit(validate_proposal, self.executor, proposal, step=step,
                                         policy_version=policy_version, source=source, strip=strip)
                        for proposal in proposals.get(task_type, [])]
-            out[task_type] = PendingProposals(validations=futures, contexts=contexts[task_type])
-        return out
+            pending[task_type] = PendingProposals(validations=futures, contexts=contexts[task_type])
+        return RoundRollouts(pending=pending, solutions=solutions)
 
     def await_verdicts(self, futures: Sequence[Future[ValidatedProposal]]) -> list[ValidatedProposal]:
         """The validations' verdicts, in order."""

@@ -107,8 +107,16 @@ class SelfPlayStep:
         round_ = ProposalRound(store=self.store, executor=self.executor, rollouts=self.rollouts, config=self.config,
                                pool=self.pool, timer=timer)
         B = self.config.batch_size
-        pending = round_.generate(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
-                                  source=TripletSource.PROPOSED)
+        # The solve batches' fill from the buffer does not depend on this step's proposals (they go first, the
+        # fill is uniform over the rest), so it is drawn now and answered in the proposers' generation: one decode
+        # batch instead of two. The answers of fill tasks that this step's tasks displace are not used.
+        with timer.phase("store_queue"):
+            drawn = {t: self.store.sample_batch(t, B, [], rng) if self.store.count(t) else [] for t in TaskType}
+        fills = {t: self._fitting_batch(round_, t, [solve_task_from_entry(e) for e in drawn[t]], rng)
+                 for t in TaskType}
+        rolled = round_.generate_with_answers(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
+                                              source=TripletSource.PROPOSED, solve_tasks=fills)
+        pending = rolled.pending
         verdicts = {t: round_.await_verdicts(pending[t].validations) for t in TaskType}
         # A valid proposal whose solver prompt would not fit is not stored and gets r̄ = 0 (as the authors do).
         too_long = {t: self._unsolvable(round_, t, verdicts[t]) for t in TaskType}
@@ -125,13 +133,9 @@ class SelfPlayStep:
         scored = {t: {i: entry for i, entry in valid[t].items() if verdicts[t][i].proposal.format_ok}
                   for t in TaskType}
         learn_checks = self._learnability_checks(scored, learn_sampling, timer)
-        batches: dict[TaskType, list[SolveTask]] = {}
-        for t in TaskType:
-            step_ids = list(dict.fromkeys([e.id or "" for e in valid[t].values()]))  # this step's tasks, new or not
-            with timer.phase("store_queue"):
-                batch = self.store.sample_batch(t, B, step_ids, rng) if self.store.count(t) else []
-            batches[t] = self._fitting_batch(round_, t, [solve_task_from_entry(entry) for entry in batch], rng)
+        batches = {t: self._solve_batch(valid[t], fills[t], rolled.solutions.get(t, []), rng) for t in TaskType}
         solve_checks = self._solve_and_check(batches, self.config.sampling(seed=rng.getrandbits(31)), timer)
+        batches_tasks = {t: [task for task, _ in batches[t]] for t in TaskType}
 
         episodes: list[Episode] = []
         metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
@@ -139,7 +143,7 @@ class SelfPlayStep:
             learn = self._await_learnability(learn_checks[t], timer)
             solved = [self._await(group[0], timer) for group in solve_checks[t]]
             proposed = self._propose_episodes(step, policy_version, t, verdicts[t], learn, valid[t], too_long[t])
-            answered = self._solve_episodes(step, policy_version, t, batches[t], solved)
+            answered = self._solve_episodes(step, policy_version, t, batches_tasks[t], solved)
             episodes += proposed.episodes + answered.episodes
             checked = [s for s in solved if s is not None]
             metrics[f"valid_rate/{t.value}"] = round(len(valid[t]) / len(verdicts[t]), 6) if verdicts[t] else None
@@ -190,15 +194,41 @@ class SelfPlayStep:
             return []
         return kept + [rng.choice(kept) for _ in range(len(tasks) - len(kept))]
 
-    def _solve_and_check(self, batches: dict[TaskType, list[SolveTask]], sampling: SamplingParams,
-                         timer: PhaseTimer) -> dict[TaskType, list[list[Future[Solution | None]]]]:
-        """Generate solutions for every type's batch in one call and start their checks (awaited later)."""
-        with timer.phase("generation"):
-            groups = self.rollouts.solve({t: tasks for t, tasks in batches.items() if tasks}, sampling)
+    def _solve_batch(self, valid: dict[int, BufferEntry], fill: list[SolveTask], fill_answers: list[Solution],
+                     rng: random.Random) -> list[tuple[SolveTask, Solution | None]]:
+        """A solver batch of B (§3.3.2): this step's valid tasks first (new or not, each once), then the fill drawn
+        before proposing, without the tasks this step already holds; each with its answer when the proposers'
+        generation made one (None: still to generate). A buffer that was empty before the step fills the batch with
+        copies of the step's tasks, as a draw with replacement from it would."""
+        B = self.config.batch_size
+        step_tasks = list({entry.id or "": solve_task_from_entry(entry) for entry in valid.values()}.values())[:B]
+        held = {task.task_id for task in step_tasks}
+        rest = [(task, answer) for task, answer in zip(fill, fill_answers, strict=True) if task.task_id not in held]
+        batch: list[tuple[SolveTask, Solution | None]] = [(task, None) for task in step_tasks]
+        batch += rest[:B - len(batch)]
+        if batch:
+            batch += [(rng.choice(step_tasks), None) for _ in range(B - len(batch))] if step_tasks else []
+        return batch
+
+    def _solve_and_check(self, batches: dict[TaskType, list[tuple[SolveTask, Solution | None]]],
+                         sampling: SamplingParams, timer: PhaseTimer
+                         ) -> dict[TaskType, list[list[Future[Solution | None]]]]:
+        """Generate the solutions the batches still lack in one call and start every answer's check (awaited
+        later)."""
+        missing = {t: [task for task, answer in batch if answer is None] for t, batch in batches.items()}
+        generated: dict[TaskType, list[list[Solution]]] = {}
+        if any(missing.values()):
+            with timer.phase("generation"):
+                generated = self.rollouts.solve({t: tasks for t, tasks in missing.items() if tasks}, sampling)
         gold_imports = self.config.induction_gold_imports
-        return {t: [[self.pool.submit(check_solution, self.executor, t, task, solution,
-                                      induction_gold_imports=gold_imports) for solution in group]
-                    for task, group in zip(batches[t], groups.get(t, []))] for t in batches}
+        checks: dict[TaskType, list[list[Future[Solution | None]]]] = {}
+        for t, batch in batches.items():
+            fresh = iter(group[0] for group in generated.get(t, []))
+            checks[t] = [[self.pool.submit(check_solution, self.executor, t, task,
+                                           answer if answer is not None else next(fresh),
+                                           induction_gold_imports=gold_imports)]
+                         for task, answer in batch]
+        return checks
 
     def _learnability_checks(
         self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams, timer: PhaseTimer

@@ -30,7 +30,7 @@ from services.ports.queues import (
     PolicyVersionRegression,
 )
 from services.ports.reporting import MetricSink
-from services.ports.rollouts import ProposeContext, Rollouts, greedy_sampling
+from services.ports.rollouts import ProposalsAndSolutions, ProposeContext, Rollouts, greedy_sampling
 from services.ports.self_play import PolicyUpdater, StepEvaluation
 from services.ports.store import (
     BufferEntry,
@@ -59,6 +59,7 @@ __all__ = [
     "PolicyUpdater",
     "PolicyVersionBoard",
     "PolicyVersionRegression",
+    "ProposalsAndSolutions",
     "ProposeContext",
     "Rollouts",
     "RunSummary",

@@ -32,6 +32,14 @@ class ProposeContext:
     reference_ids: Sequence[str] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class ProposalsAndSolutions:
+    """What `Rollouts.propose_and_solve` generated: proposals per context and one solution per task, in order."""
+
+    proposals: dict[TaskType, list[Proposal]]
+    solutions: dict[TaskType, list[Solution]]
+
+
 def greedy_sampling(max_new_tokens: int) -> SamplingParams:
     """Greedy decoding (temperature 0, one answer per task) for evaluation; rollouts never use it (docs/design.md
     §2.7)."""
@@ -51,6 +59,13 @@ class Rollouts(Protocol):
     def solve(self, tasks: Mapping[TaskType, Sequence[SolveTask]],
               sampling: SamplingParams) -> dict[TaskType, list[list[Solution]]]:
         """`sampling.n` solutions per task, in task order, for each task type given."""
+
+    def propose_and_solve(self, contexts: Mapping[TaskType, Sequence[ProposeContext]],
+                          tasks: Mapping[TaskType, Sequence[SolveTask]], sampling: SamplingParams,
+                          num_inputs: int) -> ProposalsAndSolutions:
+        """`propose` and `solve` (one solution per task, `sampling.n` = 1) as one generation: the local engine
+        decodes both roles' rows in one batch (one tail instead of two), the HTTP adapter sends every request at
+        once."""
 
     def prompt_tokens(self, instructions: Sequence[str]) -> list[int]:
         """The length in tokens of the full prompt (R1 wrapper or chat template included) of each task instruction."""

@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StrictBool, model_validator
 
 from services.algorithm.task_types import TaskType
-from services.json_types import JsonInt
+from services.json_types import INTEGER_NOT_BOOL_OR_TEXT, JsonInt
 from services.ports import SamplingParams
 from services.records import RECORD_SCHEMA_VERSION, Proposal, Solution, SolveTask
 
@@ -39,7 +39,7 @@ class ProposeRequest(BaseModel):
     count: JsonInt = Field(1, ge=1, le=MAX_PROPOSALS_PER_REQUEST)
     references: list[Annotated[list[ReferenceIn], Field(min_length=1)]] | list[ReferenceIn] | None = None
     sampling: SamplingParams | None = None
-    num_inputs: JsonInt | None = Field(None, ge=2, le=64)
+    num_inputs: Annotated[int, Field(ge=2, le=64), INTEGER_NOT_BOOL_OR_TEXT] | None = None
     seed: JsonInt | None = None
 
     @model_validator(mode="after")

@@ -12,8 +12,9 @@ from services.algorithm.parsing import InductionProposal, ParseFailure, ProgramP
 from services.algorithm.prompts import proposer_prompt
 from services.algorithm.task_types import Role, TaskType
 from services.ports import Completion, InferenceEngine, SamplingParams
-from services.ports.rollouts import ProposeContext
-from services.records import Proposal, ProposedTask
+from services.ports.rollouts import ProposalsAndSolutions, ProposeContext
+from services.records import Proposal, ProposedTask, Solution, SolveTask
+from services.rollouts.solving import solution_record, solver_instruction
 
 
 def proposer_instruction(task_type: TaskType, context: ProposeContext, num_inputs: int) -> str:
@@ -57,13 +58,26 @@ def propose(engine: InferenceEngine, contexts: Mapping[TaskType, Sequence[Propos
             ) -> dict[TaskType, list[Proposal]]:
     """One proposal per context of every task type, from ONE generation call (the engine batches them all), in
     context order per type. `sampling.n` must be 1: each proposal has its own references."""
+    return propose_and_solve(engine, contexts, {}, sampling, num_inputs, reject_multiple_functions).proposals
+
+
+def propose_and_solve(engine: InferenceEngine, contexts: Mapping[TaskType, Sequence[ProposeContext]],
+                      tasks: Mapping[TaskType, Sequence[SolveTask]], sampling: SamplingParams, num_inputs: int,
+                      reject_multiple_functions: bool = True) -> ProposalsAndSolutions:
+    """One proposal per context and one solution per task (read, not checked), from ONE generation call: the
+    engine decodes both roles' rows in one batch. `sampling.n` must be 1."""
     if sampling.n != 1:
         raise ValueError("proposer rollouts take n=1 per prompt (one rollout per prompt, Table 3)")
     order = [(task_type, context) for task_type, group in contexts.items() for context in group]
     prompts = [engine.prompt_ids(proposer_instruction(t, context, num_inputs)) for t, context in order]
-    completions = engine.generate(prompts, sampling) if prompts else []
-    out: dict[TaskType, list[Proposal]] = {task_type: [] for task_type in contexts}
+    solve_order = [(task_type, task) for task_type, group in tasks.items() for task in group]
+    solve_prompts = [engine.prompt_ids(solver_instruction(t, task)) for t, task in solve_order]
+    completions = engine.generate(prompts + solve_prompts, sampling) if prompts or solve_prompts else []
+    proposals: dict[TaskType, list[Proposal]] = {task_type: [] for task_type in contexts}
     for (task_type, context), prompt, group in zip(order, prompts, completions):
-        out[task_type].append(proposal_record(task_type, prompt, group[0], context, num_inputs,
-                                              reject_multiple_functions))
-    return out
+        proposals[task_type].append(proposal_record(task_type, prompt, group[0], context, num_inputs,
+                                                    reject_multiple_functions))
+    solutions: dict[TaskType, list[Solution]] = {task_type: [] for task_type in tasks}
+    for (task_type, task), prompt, group in zip(solve_order, solve_prompts, completions[len(prompts):]):
+        solutions[task_type].append(solution_record(task_type, task, prompt, group[0]))
+    return ProposalsAndSolutions(proposals=proposals, solutions=solutions)

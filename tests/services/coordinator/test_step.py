@@ -125,3 +125,54 @@ def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
                 "time/generation", "time/executor", "time/total"):
         assert key in result.metrics, key
     assert result.metrics["valid_rate/deduction"] == 0.5
+
+
+class GenerateCalls(ScriptedEngine):
+    """The scripted engine, recording which kinds of prompt each generate() call carried."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[set[str]] = []
+
+    def generate(self, prompts, sampling):
+        before = len(self.calls)
+        out = super().generate(prompts, sampling)
+        self.batches.append({kind for kind, _ in self.calls[before:]})
+        return out
+
+
+def never_valid(_: str, __: int) -> str:
+    return "I forgot the template entirely."
+
+
+def test_without_valid_proposals_a_step_is_one_generation_of_both_roles(tmp_path: Path, executor: Executor) -> None:
+    """The solve batches' fill is drawn before proposing and answered with the proposers: a step none of whose
+    proposals is valid (no learnability samples, no task of its own to solve) generates once."""
+    store = open_store(f"sqlite:///{tmp_path / 'buffers.sqlite3'}", create=True)
+    store.initialise()
+    scripts = dict(SCRIPTS, **{f"propose/{t.value}": never_valid for t in TaskType})
+    engine = GenerateCalls(scripts, version=3)
+    config = StepConfig(batch_size=B, references_k=6, learnability_samples=LEARN_N, induction_inputs=10,
+                        max_response_tokens=64, temperature=1.0, top_p=1.0)
+    runner = SelfPlayStep(run_id="t", store=store, executor=executor, rollouts=EngineRollouts(engine),
+                          episodes=InProcessEpisodeQueue(), config=config, executor_parallelism=4)
+    try:
+        result = runner.run(1, 3, random.Random(0))
+    finally:
+        runner.close()
+        store.close()
+    assert len(engine.batches) == 1  # a fresh store holds the zero triplet: D_ind is empty, nothing to solve there
+    assert engine.batches[0] == {f"propose/{t.value}" for t in TaskType} | {"solve/deduction", "solve/abduction"}
+    solved = [e for e in result.episodes if e.role is Role.SOLVE]
+    assert len(solved) == 2 * B and all(e.task_id for e in solved)
+    assert all(e.reward == -1.0 for e in result.episodes if e.role is Role.PROPOSE)
+
+
+def test_this_steps_tasks_displace_the_fill_and_get_their_own_answers(setup) -> None:
+    """Valid proposals go first in their solve batch (§3.3.2); the fill answers they displace are not used, and
+    their own answers come from a later generation."""
+    runner, store, queue, engine = setup
+    result = runner.run(1, 3, random.Random(0))
+    new = set(result.new_ids[TaskType.DEDUCTION])
+    solved = [e for e in result.episodes if e.task_type is TaskType.DEDUCTION and e.role is Role.SOLVE]
+    assert new and {e.task_id for e in solved[:len(new)]} == new

@@ -144,7 +144,17 @@ def test_a_valid_task_with_a_format_error_is_stored_and_earns_minus_one(tmp_path
     store.close()
 
 
+def after_fill(script: Any) -> Any:
+    """A deduction solver script counted from the learnability samples on: the step answers its solve batch's fill
+    (drawn before proposing) in the proposers' generation, first; this step's two valid tasks then displace it,
+    so those B answers are never used or checked."""
+    def answer(instruction: str, seen: int) -> str:
+        return r1(fenced("output", "0")) if seen < B else script(instruction, seen - B)
+    return answer
+
+
 def test_learnability_counts_right_answers_whatever_their_format(tmp_path: Path, real_executor: Executor) -> None:
+    @after_fill
     def learn_then_solve(instruction: str, seen: int) -> str:
         if seen >= B * N:  # the solve batch: always right and well formed
             return right_deduction(instruction, seen)
@@ -162,6 +172,7 @@ def test_learnability_counts_right_answers_whatever_their_format(tmp_path: Path,
 
 
 def test_executor_faults_are_retried_once_then_dropped_and_counted(tmp_path: Path, real_executor: Executor) -> None:
+    @after_fill
     def faulty_answers(instruction: str, seen: int) -> str:
         if seen < N:  # learnability of the first proposal: one sample hits a broken sandbox
             return r1(fenced("output", "13" if seen == 0 else "-1"))
