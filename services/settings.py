@@ -13,77 +13,22 @@ any of the first three always wins over the profile's default.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from services.profile_defaults import (
+    PROFILE_DEFAULTS,
+    default_eval_data,
+    default_executor_python,
+)
+
 Profile = Literal["embedded", "distributed"]
 
 DEFAULT_API_TOKEN = "change-me"
 """The placeholder token; services of the distributed profile refuse to start with it."""
-
-
-def _default_executor_python() -> str:
-    """Debian's interpreter starts fast and has no site hooks; fall back to ours elsewhere."""
-    return "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-
-
-def _default_eval_data() -> Path:
-    """CRUXEval is not shipped (its rows are the benchmark's): by default a `shared/data/cruxeval.jsonl` in the
-    directory that holds the checkout, wherever the process was started from; set `AZR_EVAL_DATA` to yours."""
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "cruxeval.jsonl"
-
-
-PACKAGED_SEED_FILES: tuple[Path, ...] = (
-    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_seed_io.jsonl",
-    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_code_f_seed_io.jsonl",
-)
-"""The authors' published seed triplets and induction tasks (services/data/seeds/README.md, MIT), shipped with the
-package: the embedded profile imports them before its first step."""
-
-PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "embedded": {
-        "database_url": "sqlite:///runs/azr.sqlite3",
-        "queue_backend": "inprocess",
-        "executor_backend": "process",
-        "inference_backend": "local",
-        "batch_size": 2,  # a default-model step ~11 min on 2 CPU cores with native bf16 (README); 4 doubles it
-        "max_prompt_tokens": 2048,
-        # the default model's step-0 responses: 5% are longer than 1,024 tokens, 14% than 768, 32% than 512 (README,
-        # "Reading real model text"); a cut response earns the format penalty whatever it was going to say
-        "max_response_tokens": 1024,
-        "executor_workers": 2,
-        "micro_batch_size": 2,
-        "micro_batch_tokens": 4096,
-        "gradient_checkpointing": True,
-        "trainer_bf16_cpu": True,  # bf16 autocast as on a GPU, where the CPU multiplies bf16 natively
-        # Departure from §3.3.1 (the paper seeds with the base model): a 0.5B model writes almost no valid task at
-        # step 0, so self-seeding would take hours and store little. `azr run --no-seed-file` restores the paper's way.
-        "seed_files": list(PACKAGED_SEED_FILES),
-        "checkpoint_every": 1,  # a laptop run resumes from its last step (with LoRA a checkpoint is ~100 MB)
-        # Departures from Table 3 (entropy 0.001, every batch steps), for updates that move the policy only on signal:
-        # the authors' released code uses entropy 0; then a batch with no nonzero advantage carries no gradient and is
-        # skipped, and zero-advantage episodes are left out of the forward pass (exact: docs/design.md §4).
-        "entropy_coef": 0.0,
-        "skip_zero_advantage_batches": True,
-    },
-    "distributed": {
-        "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",
-        "queue_backend": "redis",
-        "executor_backend": "docker",
-        "inference_backend": "sglang",
-        "batch_size": 64,
-        "max_prompt_tokens": 6144,
-        "max_response_tokens": 8096,
-        "executor_workers": 4,
-        "gradient_checkpointing": True,  # 8,096-token responses: activations of one decoder layer, not all of them
-        "checkpoint_every": 10,  # the authors checkpoint every 10 steps; bf16 weights are pushed after every update
-    },
-}
-"""Per-profile defaults, applied only to fields the user did not set."""
 
 
 class Settings(BaseSettings):
@@ -106,13 +51,17 @@ class Settings(BaseSettings):
     seed: int = 0
     """Seed for sampling references, batches and generation."""
     steps: int = Field(1, ge=0)
-    """Number of self-play steps `azr run` performs (the paper's Table 3: 500; the released scripts: 960)."""
+    """Self-play steps (the paper's Table 3: 500; the released scripts: 960). `azr run` performs this many (with
+    --resume, this many more); `azr coordinator` runs the run up to this step in total (a restart never overshoots)."""
 
     # --- storage and queues ------------------------------------------------------------------------------------------
     database_url: str = ""
     """SQLAlchemy URL of the buffer store: SQLite (embedded) or PostgreSQL via psycopg 3 (distributed)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis URL for RQ executor jobs and the episode stream (distributed profile)."""
+    redis_outage_s: float = Field(60.0, ge=0)
+    """How long the coordinator and the trainer ride through a Redis outage (a restart): each call is retried with
+    backoff and a log line, and fails with Redis's error only once the outage has lasted this long (0: at once)."""
     queue_backend: Literal["inprocess", "redis"] = "inprocess"
     """Where executor jobs and episodes travel: an in-process queue or Redis (RQ + a stream)."""
     episode_claim_after_s: float = Field(60.0, gt=0)
@@ -165,12 +114,13 @@ class Settings(BaseSettings):
     local_engine_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights dtype of the local engine (generation only; the trainer keeps float32 weights and recomputes π_old, so
     the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: ~2.2x
-    faster prefill, 1.1-1.4x faster decoding on 2 cores, README), float32 on other CPUs (emulated bf16 is slower)."""
+    faster prefill, 1.1-1.4x faster decoding on 2 cores, docs/benchmarks.md), float32 on other CPUs (emulated bf16
+    is slower). AZR_CPU_NATIVE_BF16=1/0 makes any CPU take either path."""
     torch_threads: int = Field(0, ge=0)
     """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers
     leave (at least one) while one does, because torch's spinning threads beside busy workers run several times
-    slower (README, embedded profile); in other processes always the latter rule."""
+    slower (docs/benchmarks.md, embedded profile); in other processes always the latter rule."""
 
     # --- executor ----------------------------------------------------------------------------------------------------
     executor_backend: Literal["process", "docker"] = "process"
@@ -187,7 +137,7 @@ class Settings(BaseSettings):
     """Process/thread cap for one task (Docker pids-limit; RLIMIT_NPROC in the process sandbox)."""
     executor_sandbox: Literal["auto", "bwrap", "none"] = "auto"
     """Process backend isolation: `bwrap` (required), `auto` (bubblewrap when usable), `none` (rlimits only)."""
-    executor_python: str = Field(default_factory=_default_executor_python)
+    executor_python: str = Field(default_factory=default_executor_python)
     """Absolute interpreter path for sandbox workers (never the PATH shim; the worker is stdlib-only)."""
     executor_recycle_after: int = Field(1000, ge=1)
     """Replace a worker after this many tasks (a crash replaces it at once)."""
@@ -312,7 +262,8 @@ class Settings(BaseSettings):
     """Run the trainer's forward passes under bf16 autocast on CUDA (fp32 master weights); see `trainer_bf16_cpu`."""
     trainer_bf16_cpu: bool = False
     """Also on a CPU with native bf16 (AVX512-BF16/AMX; elsewhere ignored: emulated bf16 is slower than float32).
-    The embedded profile turns it on: an update of the default model ran 1.66x faster on 2 such cores (README)."""
+    The embedded profile turns it on: an update of the default model ran 1.66x faster on 2 such cores
+    (docs/benchmarks.md)."""
     lora_rank: int = Field(0, ge=0)
     """LoRA rank r (PEFT): train low-rank adapters on `lora_target_modules` instead of every weight; 0 = off (full
     fine-tuning, the paper's setting). With LoRA the optimizer holds only the adapters, checkpoints store the adapters
@@ -347,7 +298,7 @@ class Settings(BaseSettings):
     eval_limit: int = Field(200, ge=0)
     """Rows of `eval_data` per split that the periodic evaluation uses: the first ones of the file, the same every
     time, so steps compare; 0 = all rows."""
-    eval_data: Path = Field(default_factory=_default_eval_data)
+    eval_data: Path = Field(default_factory=default_eval_data)
     """CRUXEval-format JSONL (`code`, `input`, `output`, `id` per line) for the periodic evaluation; read when the
     coordinator starts (a missing or malformed file stops it there, naming the line)."""
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from services.algorithm.task_types import TaskType
-from services.settings import PACKAGED_SEED_FILES, Settings
+from services.profile_defaults import PACKAGED_SEED_FILES
+from services.settings import Settings
 from services.store import open_store
 
 AZR = [sys.executable, "-m", "azr"]

@@ -1,0 +1,157 @@
+"""A self-play step's generation on the local engine: today's engine against the one it replaced, in one run.
+
+    .venv/bin/python bench/step_generation.py [--model qwen-coder-0.5b] [--batch-size 2] [--max-new-tokens 768]
+                                              [--repeats 1] [--ignore-eos] [--out bench/results/step_generation.json]
+
+The prompts are a real step's at step 0: B proposer prompts per task type (K = 6 references drawn from the
+authors' seed triplets shipped in the package; induction shows one program) and B solver prompts per task type
+(seed triplets), built by the same functions the step uses. Two ways of generating them, same sampling (T = 1):
+
+- baseline (the engine before): the proposers in one call, then the solvers in a second; each call prefilled as one
+  left-padded batch (every pad position computed), each decoded until its longest row stops.
+- now: proposers and solvers in one call (the step answers its solve batch's fill with the proposers), each prompt
+  prefilled on its own from the longest prefix it shares with an earlier one (services/inference/prefill.py).
+
+It prints wall seconds, prompt positions computed, tokens generated and the speedup (baseline / now) per repeat and
+the median. `--ignore-eos` decodes every row to the cap (no tail: isolates prefill and batching); without it rows
+stop where the model stops, as in a run (the tail a batch waits for is part of what is measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+
+from services.algorithm.prompts import ReferenceTriplet  # noqa: E402
+from services.algorithm.task_types import TaskType  # noqa: E402
+from services.inference import decoding  # noqa: E402
+from services.inference.local_engine import LocalEngine, engine_dtype  # noqa: E402
+from services.inference.model_registry import resolve_model  # noqa: E402
+from services.inference.prefill import (  # noqa: E402
+    PrefilledBatch,
+    PrefillProgress,
+    prefill_batch,
+    shared_prefix_plan,
+)
+from services.ports import ProposeContext, SamplingParams  # noqa: E402
+from services.records import SolveTask  # noqa: E402
+from services.rollouts.proposing import proposer_instruction  # noqa: E402
+from services.rollouts.solving import solver_instruction  # noqa: E402
+
+SEEDS = REPO_ROOT / "services" / "data" / "seeds"
+
+
+def seed_rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (SEEDS / name).read_text().splitlines() if line.strip()]
+
+
+def step_prompts(engine: LocalEngine, batch_size: int, rng: random.Random) -> tuple[list[list[int]], list[list[int]]]:
+    """(proposer prompts, solver prompts) of one step at step 0, as token ids."""
+    triplets = seed_rows("7b_coder_seed_io.jsonl")
+    programs = seed_rows("7b_coder_code_f_seed_io.jsonl")
+    refs = [ReferenceTriplet(r["snippet"], r["input"], r["output"]) for r in triplets]
+    proposers = []
+    for task_type in TaskType:
+        for _ in range(batch_size):
+            shown = [rng.choice(refs)] if task_type is TaskType.INDUCTION else rng.sample(refs, 6)
+            proposers.append(proposer_instruction(task_type, ProposeContext(shown), 10))
+    solvers = []
+    for _ in range(batch_size):
+        row = rng.choice(triplets)
+        solvers.append(solver_instruction(TaskType.DEDUCTION, SolveTask(program=row["snippet"], input=row["input"],
+                                                                        output=row["output"])))
+        row = rng.choice(triplets)
+        solvers.append(solver_instruction(TaskType.ABDUCTION, SolveTask(program=row["snippet"], input=row["input"],
+                                                                        output=row["output"])))
+        row = rng.choice(programs)
+        solvers.append(solver_instruction(TaskType.INDUCTION, SolveTask(
+            program=row["snippet"], inputs=row["inputs"], outputs=row["outputs"], message=row["message"])))
+    return [engine.prompt_ids(text) for text in proposers], [engine.prompt_ids(text) for text in solvers]
+
+
+def padded_prefill_batch(forward: Callable[..., Any], prompts: Sequence[Sequence[int]], *, chunk_tokens: int,
+                         before_forward: Callable[[], None], cache_config: Any, device: torch.device,
+                         on_progress: Callable[[PrefillProgress], None] | None = None) -> PrefilledBatch:
+    """The prefill the engine had before: the prompts left-padded into one batch, every position computed."""
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(list(prompt))
+        mask[row, width - len(prompt):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    before_forward()
+    cache, logits = forward(None, input_ids=ids, attention_mask=mask, position_ids=positions)
+    return PrefilledBatch(cache=cache, last_logits=logits, attention_mask=mask, positions=positions)
+
+
+def timed(engine: LocalEngine, calls: list[list[list[int]]], sampling: SamplingParams,
+          prefill: Callable[..., PrefilledBatch]) -> dict[str, float]:
+    """Wall seconds and tokens of generating `calls` one after the other with `prefill`."""
+    decoding.prefill_batch = prefill  # type: ignore[assignment]
+    tokens = 0
+    started = time.perf_counter()
+    for index, prompts in enumerate(calls):
+        out = engine.generate(prompts, sampling.model_copy(update={"seed": (sampling.seed or 0) + 1000 * index}))
+        tokens += sum(len(c.output_ids) for group in out for c in group)
+    return {"seconds": round(time.perf_counter() - started, 2), "tokens": tokens}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen-coder-0.5b")
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=768)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--ignore-eos", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    model_dir = resolve_model(args.model)
+    dtype = engine_dtype("auto", torch.device("cpu"))
+    engine = LocalEngine(model_dir, device="cpu", dtype=dtype, seed=args.seed)
+    if args.ignore_eos:
+        engine._eos_ids = set()  # every row to the cap: no tail
+    proposers, solvers = step_prompts(engine, args.batch_size, random.Random(args.seed))
+    sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=args.seed,
+                              stop=[])
+    padded_positions = sum(len(calls) * max(len(p) for p in calls) for calls in (proposers, solvers))
+    shared_positions = sum(len(p) - taken for p, (_, taken) in
+                           zip(proposers + solvers, shared_prefix_plan(proposers + solvers)))
+    print(f"{args.model} ({str(dtype).removeprefix('torch.')}), {torch.get_num_threads()} threads; "
+          f"{len(proposers)} proposer + {len(solvers)} solver prompts, {args.max_new_tokens} new tokens at most"
+          f"{' (EOS ignored)' if args.ignore_eos else ''}; prompt positions computed: baseline {padded_positions}, "
+          f"now {shared_positions}")
+    runs = []
+    for repeat in range(args.repeats):
+        baseline = timed(engine, [proposers, solvers], sampling, padded_prefill_batch)
+        now = timed(engine, [proposers + solvers], sampling, prefill_batch)
+        speedup = baseline["seconds"] / now["seconds"]
+        runs.append({"baseline": baseline, "now": now, "speedup": round(speedup, 2)})
+        print(f"repeat {repeat + 1}: baseline {baseline['seconds']:.1f} s ({baseline['tokens']} tokens), "
+              f"now {now['seconds']:.1f} s ({now['tokens']} tokens): {speedup:.2f}x")
+    median = statistics.median(run["speedup"] for run in runs)
+    print(f"median speedup of a step's generation: {median:.2f}x")
+    if args.out:
+        args.out.write_text(json.dumps({"model": args.model, "dtype": str(dtype), "threads": torch.get_num_threads(),
+                                        "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens,
+                                        "ignore_eos": args.ignore_eos, "prompt_positions": {
+                                            "baseline": padded_positions, "now": shared_positions},
+                                        "runs": runs, "median_speedup": median}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
