@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
 # `make services`: Redis and PostgreSQL for the tests, installed and started where missing (root; .ci/services.sh).
-.PHONY: setup models services run clean-run lint test test-fast bench-executor executor-image clean
+.PHONY: setup models services run clean-run record-run lint test test-fast test-precision bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,16 @@ run: setup models
 clean-run:
 	rm -rf $(RUN_DIR)
 
+# A run's record for the repository: its metrics lines (paths relative to the run), plots and trend test under
+# docs/runs/<run_id>/. E.g. make record-run RUN_DIR=~/azr-runs/learn-cpu
+record-run:
+	@test -f $(RUN_DIR)/metrics.jsonl || { echo "no $(RUN_DIR)/metrics.jsonl"; exit 2; }
+	mkdir -p docs/runs/$(notdir $(RUN_DIR))
+	sed 's|$(abspath $(RUN_DIR))/||g' $(RUN_DIR)/metrics.jsonl > docs/runs/$(notdir $(RUN_DIR))/metrics.jsonl
+	$(VENV)/bin/azr plot $(RUN_DIR) --out docs/runs/$(notdir $(RUN_DIR))/plots
+	$(VENV)/bin/azr trend $(RUN_DIR) --per-step | sed 's|$(abspath $(RUN_DIR))/||g' \
+	  > docs/runs/$(notdir $(RUN_DIR))/trend.txt
+
 services:
 	bash .ci/services.sh
 
@@ -49,6 +59,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -m 'not slow'
+
+# The tests whose numbers depend on the CPU's bf16 support or torch's thread count, on the paths of a CPU with native
+# bf16 whatever this one has (bf16 engine, bf16 autocast update; emulated, so slower): CI runs it after `make test`.
+test-precision: setup
+	AZR_CPU_NATIVE_BF16=1 $(PY) -m pytest -m precision
 
 executor-image:
 	bash executor_svc/image/build_offline.sh

@@ -51,13 +51,18 @@ def local_executor(settings: Settings, metrics_registry: CollectorRegistry | Non
     return Executor.from_settings(settings, metrics=metrics)
 
 
-def code_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> CodeExecutor:
+def code_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None,
+                  ride_through_redis_outages: bool = False) -> CodeExecutor:
     """RQ jobs on `executor` workers when the queues are Redis, else `local_executor` (RQ workers record their own
-    metrics)."""
+    metrics). `ride_through_redis_outages`: retry RQ calls through an outage of up to `settings.redis_outage_s` (the
+    coordinator); otherwise they fail at once (the APIs answer 503)."""
     if settings.queue_backend == "redis":
         from executor_svc.rq_client import RQCodeExecutor
+        from services.queues.factory import outage_policy
+        from services.redis_outages import NO_RETRY
 
-        return RQCodeExecutor.from_settings(settings)
+        return RQCodeExecutor.from_settings(
+            settings, outages=outage_policy(settings) if ride_through_redis_outages else NO_RETRY)
     return local_executor(settings, metrics_registry)
 
 
@@ -93,10 +98,12 @@ class SelfPlay:
 
 def self_play(settings: Settings, *, store: StepStore, executor: CodeExecutor, rollouts: Rollouts,
               episodes: EpisodeQueue, metrics: MetricsLog, say: Say, updater: PolicyUpdater | None = None,
-              versions: PolicyVersionBoard | None = None, on_step: StepObserver | None = None) -> SelfPlay:
+              versions: PolicyVersionBoard | None = None, on_step: StepObserver | None = None,
+              steps_are_total: bool = False) -> SelfPlay:
     """Algorithm 1 from settings, the same in both profiles: the step (propose, validate, solve, reward, episodes)
     and the loop (seeding, steps, policy versions, periodic evaluation). `updater`: the embedded profile's in-process
-    trainer; `versions`: the distributed trainer's policy-version board."""
+    trainer; `versions`: the distributed trainer's policy-version board. `steps_are_total`: `settings.steps` is the
+    run's target step (`azr coordinator`), not a number of steps more (`azr run`)."""
     from services.coordinator.loop import LoopOptions
     from services.evaluation.periodic import PeriodicEvaluation
 
@@ -105,7 +112,8 @@ def self_play(settings: Settings, *, store: StepStore, executor: CodeExecutor, r
                           executor_parallelism=settings.coordinator_executor_parallelism)
     options = LoopOptions(steps=settings.steps, seed=settings.seed,
                           seed_target=settings.batch_size * settings.seed_multiplier,
-                          seed_max_rounds=settings.seed_max_rounds, max_staleness=settings.max_staleness)
+                          seed_max_rounds=settings.seed_max_rounds, max_staleness=settings.max_staleness,
+                          until_step=settings.steps if steps_are_total else None)
     evaluation = PeriodicEvaluation.from_settings(settings, runner.rollouts, executor, say)
     loop = SelfPlayLoop(run_id=settings.run_id, step_runner=runner, store=store, metrics=metrics, options=options,
                         updater=updater, versions=versions, progress=say, evaluation=evaluation, on_step=on_step)

@@ -80,6 +80,19 @@ def bwrap_argv(bwrap: str, python: str, worker_file: str, hash_seed: int, mount_
 _features: dict[str, frozenset[str]] = {}
 
 
+BWRAP_MISSING = "bwrap is not installed"
+
+
+def bwrap_advice(reason: str) -> str:
+    """How to get the sandbox working, for the `bubblewrap unusable` line: install it, or let it run."""
+    if reason == BWRAP_MISSING:
+        return ("To sandbox generated code, install bubblewrap: `sudo apt-get install bubblewrap` (Debian, Ubuntu), "
+                "`sudo dnf install bubblewrap` (Fedora), `sudo pacman -S bubblewrap` (Arch); docs/isolation.md")
+    return ("Installed but failing is most often unprivileged user namespaces turned off: `sysctl "
+            "user.max_user_namespaces` must be above 0, and on Ubuntu 23.10 and later `sudo sysctl "
+            "kernel.apparmor_restrict_unprivileged_userns=0` allows them; docs/isolation.md")
+
+
 def _bwrap_features(bwrap: str) -> frozenset[str]:
     """Optional flags this bubblewrap knows (--size and --disable-userns arrived in 0.8)."""
     if bwrap not in _features:
@@ -175,7 +188,7 @@ class ProcessBackend:
             return "bwrap"
         if sandbox == "bwrap":
             raise SandboxUnavailable(f"executor_sandbox='bwrap' but bubblewrap cannot run a worker: {reason}")
-        log.warning("bubblewrap unusable (%s); sandbox workers run with rlimits only", reason)
+        log.warning("bubblewrap unusable (%s); sandbox workers run with rlimits only. %s", reason, bwrap_advice(reason))
         return "none"
 
     def _probe_bwrap(self) -> tuple[str | None, bool]:
@@ -188,7 +201,7 @@ class ProcessBackend:
 
     def _run_probes(self) -> tuple[str | None, bool]:
         if shutil.which("bwrap", path=SYSTEM_PATH) is None:
-            return "bwrap is not installed", True
+            return BWRAP_MISSING, True
         with_proc = self._run_probe(mount_proc=True)
         if with_proc is None:
             return None, True

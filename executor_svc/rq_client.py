@@ -3,6 +3,9 @@
 Delivery: a job whose worker dies (SIGKILL, OOM, node loss) is found abandoned by another worker's maintenance and
 retried (`Retry(max=...)`); when retries are spent it fails for good. The caller either gets the job's result or a
 clear exception (`ExecutorJobFailed`, `ExecutorTimeout`), never silence.
+
+`outages`: the coordinator rides through a short Redis outage (enqueueing and waiting are retried with a log line,
+`services.redis_outages`); the APIs keep the default, failing at once, so a request gets its 503 without waiting.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from services.execution import (
     ValidateProposalRequest,
     ValidationResult,
 )
+from services.redis_outages import NO_RETRY, RedisOutagePolicy
 from services.settings import Settings
 
 ResultModel = TypeVar("ResultModel", bound=BaseModel)
@@ -54,17 +58,19 @@ class RQCodeExecutor:
         retries: int = 2,
         wait_s: float | None = None,
         queue_name: str = EXECUTOR_QUEUE,
+        outages: RedisOutagePolicy = NO_RETRY,
     ) -> None:
         self.connection = connection
         self.queue = Queue(queue_name, connection=connection)
         self.timeout_s = timeout_s
         self.retries = retries
         self.wait_s = wait_s
+        self.outages = outages
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RQCodeExecutor:
+    def from_settings(cls, settings: Settings, outages: RedisOutagePolicy = NO_RETRY) -> RQCodeExecutor:
         return cls(redis.Redis.from_url(settings.redis_url), timeout_s=settings.executor_timeout_s,
-                   queue_name=settings.executor_queue)
+                   queue_name=settings.executor_queue, outages=outages)
 
     # --- the port ----------------------------------------------------------------------------------------------------
     def readiness_problem(self) -> str | None:
@@ -135,7 +141,8 @@ class RQCodeExecutor:
                 raise ExecutorJobFailed(f"executor job {job.id} failed with no result (see RQ's failed job registry)")
 
     def _call(self, request: BaseModel, model: type[ResultModel], runs: int) -> ResultModel:
-        job = self.enqueue(request, runs)
+        op = getattr(request, "op", "job")
+        job = self.outages.call(f"enqueueing an executor {op}", lambda: self.enqueue(request, runs))
         per_attempt = job_timeout_s(self.timeout_s, runs)
         deadline = self.wait_s if self.wait_s is not None else per_attempt * (self.retries + 1) + 30
-        return self.wait(job, model, deadline)
+        return self.outages.call(f"waiting for executor job {job.id}", lambda: self.wait(job, model, deadline))

@@ -8,8 +8,9 @@ from pathlib import Path
 NATIVE_BF16_ENV = "AZR_CPU_NATIVE_BF16"
 """Set to 1 or 0 to take the bf16 paths as on a CPU with (or without) native bf16, whatever this CPU has: the local
 engine's `auto` dtype and the embedded update's autocast (`trainer_bf16_cpu`). On a CPU without it bf16 is emulated
-(slow, same numbers), so a developer on any CPU can reproduce what a newcomer's AVX512-BF16/AMX machine runs; CI
-runs the precision-sensitive tests both ways."""
+(slower; the same code paths, though not necessarily the same last bits as that CPU's kernels), so a developer on
+any CPU can reproduce what a newcomer's AVX512-BF16/AMX machine runs; CI runs the tests marked `precision` both ways
+(`make test-precision`)."""
 
 
 def cpu_has_native_bf16() -> bool:

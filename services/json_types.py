@@ -19,9 +19,12 @@ def _number_not_bool_or_text(value: Any) -> Any:
     return value
 
 
-JsonInt = Annotated[int, BeforeValidator(_number_not_bool_or_text)]
+INTEGER_NOT_BOOL_OR_TEXT = BeforeValidator(_number_not_bool_or_text)
+"""The check itself, for an `Annotated[int, Field(<bounds>), INTEGER_NOT_BOOL_OR_TEXT]`: bounds written before it
+reach the JSON Schema even inside a list or an optional (`Annotated[JsonInt, Field(ge=0)]` there would not)."""
+
+JsonInt = Annotated[int, INTEGER_NOT_BOOL_OR_TEXT]
 """An integer field of a request body: a JSON integer or integral number; never a boolean or a string."""
 
-TokenId = Annotated[int, Field(ge=0), BeforeValidator(_number_not_bool_or_text)]
-"""A token id in a request body: a `JsonInt` of at least 0 (the bound written where JSON Schema shows it even inside
-a list, which `Annotated[JsonInt, Field(ge=0)]` would not do)."""
+TokenId = Annotated[int, Field(ge=0), INTEGER_NOT_BOOL_OR_TEXT]
+"""A token id in a request body: a `JsonInt` of at least 0."""

@@ -55,15 +55,17 @@ def wait_for(predicate: Any, seconds: float, what: str, interval_s: float = 0.05
 
 
 class ThrowawayRedis:
-    """A `redis-server` subprocess with no persistence, on a free port; stop and start it at will."""
+    """A `redis-server` subprocess on a free port; stop and start it at will. No persistence, unless `aof`: then an
+    append-only file fsynced at every write in a private directory, so a restart finds everything written before."""
 
-    def __init__(self) -> None:
+    def __init__(self, aof: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             skip_or_fail("redis-server is not installed")
         self.binary = str(binary)
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.data_dir = tempfile.mkdtemp(prefix="azr-redis-") if aof else None
 
     @property
     def url(self) -> str:
@@ -71,8 +73,10 @@ class ThrowawayRedis:
 
     def start(self) -> None:
         """Start it and wait until it answers PING."""
+        persistence = (["--appendonly", "yes", "--appendfsync", "always", "--dir", self.data_dir]
+                       if self.data_dir else ["--appendonly", "no"])
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *persistence,
              "--daemonize", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
         try:
@@ -203,14 +207,16 @@ class ExecutorWorkers:
                     process.wait()
 
 
-def throwaway_redis() -> Iterator[ThrowawayRedis]:
-    """Generator body for a fixture: a started ThrowawayRedis, killed afterwards."""
-    server = ThrowawayRedis()
+def throwaway_redis(aof: bool = False) -> Iterator[ThrowawayRedis]:
+    """Generator body for a fixture: a started ThrowawayRedis, killed afterwards (its data directory removed)."""
+    server = ThrowawayRedis(aof=aof)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+        if server.data_dir is not None:
+            shutil.rmtree(server.data_dir, ignore_errors=True)
 
 
 def throwaway_postgres() -> Iterator[ThrowawayPostgres]:

@@ -1,7 +1,9 @@
 """`azr coordinator`: Algorithm 1 in the distributed profile.
 
 Rollouts go through the proposer and solver APIs, executor work through RQ, episodes to the Redis stream, and the
-policy version comes from the trainer's board. SIGINT/SIGTERM stop it at the next step boundary. Settings: flags over
+policy version comes from the trainer's board. SIGINT/SIGTERM stop it at the next step boundary. `--steps N` is the
+run's target, a total: a restarted coordinator reads the last step the run recorded and runs up to step N (never N
+more), so a supervisor that restarts it (compose's `restart: on-failure`) ends the run at N. Settings: flags over
 AZR_* variables over `--config FILE` over the profile's defaults; metrics go to `<run_dir>/metrics.jsonl` and, as the
 settings ask, to TensorBoard and W&B.
 """
@@ -19,7 +21,9 @@ from azr.cli.settings_options import cli_settings, command_line_values, config_o
 
 def coordinator(
     ctx: typer.Context,
-    steps: Annotated[int | None, setting_option("steps", "Steps to run.", min=0)] = None,
+    steps: Annotated[int | None, setting_option(
+        "steps", "Run up to this step, a total: a restarted coordinator runs the steps after the last one the run "
+                 "recorded up to N, not N more.", min=0)] = None,
     run_id: Annotated[str | None, setting_option("run_id", "Run name: Redis key prefix and run directory.")] = None,
     config: Annotated[Path | None, config_option()] = None,
 ) -> None:
@@ -38,7 +42,7 @@ def coordinator(
     store = open_store(settings.database_url, buffer_cap=settings.buffer_cap)
     store.ensure_run(settings.run_id, settings.resolved())
     prometheus = CoordinatorMetrics()
-    executor = code_executor(settings, prometheus.registry)
+    executor = code_executor(settings, prometheus.registry, ride_through_redis_outages=True)
     episodes = open_episode_queue(settings)
     prometheus.watch_episode_queue(episodes)
     depth = executor_queue_depth(executor)
@@ -50,7 +54,7 @@ def coordinator(
     metrics = MetricsLog(settings.run_dir / "metrics.jsonl", sinks=open_metric_sinks(settings, say))
     built = self_play(settings, store=store, executor=executor, rollouts=rollouts, episodes=episodes,
                       metrics=metrics, say=say, versions=open_policy_version_board(settings),
-                      on_step=prometheus.observe_step)
+                      on_step=prometheus.observe_step, steps_are_total=True)
     loop = built.loop
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: loop.request_stop())

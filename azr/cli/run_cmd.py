@@ -27,8 +27,12 @@ RESUMED_FROM_FILE = {"run_id", "run_root", "profile", "model", "seed", "batch_si
                      "seed_max_rounds", "buffer_cap", "executor_workers", "executor_timeout_s", "device",
                      "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size",
                      "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports",
-                     "skip_zero_advantage_batches", "lora_rank", "lora_alpha"}
-"""Settings a resumed run takes from its saved settings.json (sizes and algorithm), unless given again."""
+                     "skip_zero_advantage_batches", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules",
+                     "weight_decay", "grad_clip", "ppo_epochs", "micro_batch_tokens", "logprob_chunk_tokens",
+                     "gradient_checkpointing", "trainer_bf16", "trainer_bf16_cpu", "local_engine_dtype"}
+"""Settings a resumed run takes from its saved settings.json (sizes, algorithm, and what fixes an update's numbers:
+its precision and how it is split), unless given again: the updates it remakes from the store equal the lost ones
+bit for bit only under the same settings, on the same CPU, with the same thread count (`update_threads`)."""
 
 
 def _resume_overrides(run_dir: Path) -> dict[str, Any]:
@@ -47,7 +51,9 @@ def _resume_overrides(run_dir: Path) -> dict[str, Any]:
 def run(
     ctx: typer.Context,
     model: Annotated[str | None, setting_option("model", f"{MODEL_HELP}.", profile="embedded")] = None,
-    steps: Annotated[int | None, setting_option("steps", "Self-play steps to run now.", min=0)] = None,
+    steps: Annotated[int | None, setting_option(
+        "steps", "Self-play steps to run now: with --resume, this many more after the recorded ones (`azr "
+                 "coordinator --steps` is a total instead).", min=0)] = None,
     run_id: Annotated[str | None, setting_option("run_id", "Name of the run directory under runs/.")] = None,
     batch_size: Annotated[int | None, setting_option("batch_size", "B: tasks per task type and role per step.",
                                                         profile="embedded", min=1)] = None,

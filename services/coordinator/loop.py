@@ -31,13 +31,16 @@ StepObserver = Callable[[dict[str, Any]], None]
 
 @dataclass
 class LoopOptions:
-    steps: int  # steps to run in this invocation
+    steps: int  # steps to run: this many more (`until_step` None), else ignored
     seed: int
     seed_target: int  # B×S
     seed_max_rounds: int
     max_staleness: int
     version_wait_s: float = 3600.0  # distributed: longest wait for the trainer before giving up
     version_log_every_s: float = 10.0  # distributed: how often a wait for the trainer says what it waits for
+    # The run's target step, a total: run the steps after the last recorded one up to this one, so a restarted
+    # `azr coordinator --steps N` ends at step N, never N more. None: `steps` more (`azr run --resume --steps N`).
+    until_step: int | None = None
 
 
 class SelfPlayLoop:
@@ -76,9 +79,17 @@ class SelfPlayLoop:
                             rng=rng, policy_version=self.policy_version, progress=self.say)
 
     def run(self, *, policy_version: int = 0) -> list[dict[str, Any]]:
-        """Seed (first invocation only), then run `options.steps` steps; returns their metrics lines."""
+        """Seed (first invocation only), then run the steps `options` ask for (up to `until_step`, or `steps` more);
+        returns their metrics lines."""
         self.policy_version = policy_version
         first = self.last_step() + 1
+        last = self.options.until_step if self.options.until_step is not None else first + self.options.steps - 1
+        if last < first and first > 1:  # a fresh run still seeds its buffers (`azr run --steps 0`)
+            self.say(f"run {self.run_id} already recorded step {first - 1}; its target is step {last}: "
+                     "nothing to run")
+            return []
+        if first > 1 and self.options.until_step is not None:
+            self.say(f"resuming run {self.run_id} after step {first - 1}: steps {first}..{last}")
         rng = random.Random(f"{self.options.seed}:{first}")
         if first == 1:
             report = self.seed(self.step_runner.config, rng)
@@ -86,7 +97,7 @@ class SelfPlayLoop:
         if self.versions is not None:
             self._require_every_buffer()
         lines = []
-        for step in range(first, first + self.options.steps):
+        for step in range(first, last + 1):
             if self.stop_requested:
                 self.say(f"stop requested: ending before step {step}")
                 break

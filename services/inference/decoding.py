@@ -136,7 +136,8 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     live = list(range(len(samples)))  # sample index of each batch row
     sampled = 0
     step_positions = positions[:, -1:]
-    tokens = torch.empty(0, dtype=torch.long, device=device)  # each step's chosen tokens, fed to the next step (step 0 has its logits already)
+    # each step's chosen tokens, fed to the next step (step 0 has its logits already)
+    tokens = torch.empty(0, dtype=torch.long, device=device)
     for step in range(spec.max_new_tokens):
         if abort is not None and abort.is_set():
             break

@@ -83,8 +83,8 @@ def prefill_batch(forward: Forward, prompts: Sequence[Sequence[int]], *, chunk_t
     rows: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # per prompt, per layer: keys, values [1, h, len, d]
     last_logits = []
     for prompt, (donor, taken) in zip(prompts, plan):
-        cache = None if donor is None else _cache([(k[:, :, :taken], v[:, :, :taken]) for k, v in rows[donor]],
-                                                  cache_config)
+        cache: Any = None if donor is None else _cache([(k[:, :, :taken], v[:, :, :taken])
+                                                        for k, v in rows[donor]], cache_config)
         ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
         step = chunk_tokens if chunk_tokens > 0 else len(prompt)
         for start in range(taken, len(prompt), step):

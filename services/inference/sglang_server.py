@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hmac
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -66,7 +66,7 @@ def _documented(*statuses: int, **descriptions: str) -> dict[int | str, dict[str
             for status in statuses}
 
 
-def error_response(message: str, status: int = 400, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(message: str, status: int = 400, headers: Mapping[str, str] | None = None) -> JSONResponse:
     """SGLang's error body (`type`: the status phrase, as `BadRequest`, `Unauthorized`, `ServiceUnavailable`)."""
     kind = HTTPStatus(status).phrase.replace(" ", "")
     return JSONResponse({"object": "error", "message": message, "type": kind, "code": status}, status_code=status,

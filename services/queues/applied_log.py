@@ -4,6 +4,9 @@ Redis: one SET per step, `azr:{run_id}:applied:{step}`, written with SADD (1 = f
 old sets expire (`ttl_s`, refreshed on every write) instead of one set growing for the whole run; a redelivered
 episode carries the same step as the first delivery, so it always meets its own set. An episode redelivered after
 its set expired would not be detected, but it is by then far older than `max_staleness` and dropped as stale.
+
+Both operations ride through a short Redis outage (`services.redis_outages`). Marking is idempotent in effect (the
+trainer reads `was_applied`, never the first-time flag, which a retry after a lost reply would get wrong).
 """
 
 from __future__ import annotations
@@ -15,17 +18,20 @@ import redis
 
 from services.queues.keys import applied_set_key
 from services.records import Episode
+from services.redis_outages import RedisOutagePolicy
 
 
 class RedisAppliedEpisodeLog:
     """AppliedEpisodeLog in Redis SETs, shared by every trainer process of a run."""
 
-    def __init__(self, redis_client: redis.Redis, run_id: str, ttl_s: int = 7 * 24 * 3600) -> None:
+    def __init__(self, redis_client: redis.Redis, run_id: str, ttl_s: int = 7 * 24 * 3600,
+                 outages: RedisOutagePolicy | None = None) -> None:
         if ttl_s < 1:
             raise ValueError(f"ttl_s must be at least 1 s, got {ttl_s}")
         self.redis = redis_client
         self.run_id = run_id
         self.ttl_s = ttl_s
+        self.outages = outages or RedisOutagePolicy()
 
     def mark_applied(self, episode: Episode) -> bool:
         """Record `episode.id`; True the first time, False when already recorded."""
@@ -35,17 +41,22 @@ class RedisAppliedEpisodeLog:
         """SADD each id to its step's set (and refresh the sets' expiry) in one transaction."""
         if not episodes:
             return []
-        pipe = self.redis.pipeline(transaction=True)
-        for episode in episodes:
-            pipe.sadd(applied_set_key(self.run_id, episode.step), episode.id)
-        for step in {episode.step for episode in episodes}:
-            pipe.expire(applied_set_key(self.run_id, step), self.ttl_s)
-        replies = pipe.execute()
-        return [int(added) == 1 for added in replies[: len(episodes)]]
+
+        def mark() -> list[bool]:
+            pipe = self.redis.pipeline(transaction=True)
+            for episode in episodes:
+                pipe.sadd(applied_set_key(self.run_id, episode.step), episode.id)
+            for step in {episode.step for episode in episodes}:
+                pipe.expire(applied_set_key(self.run_id, step), self.ttl_s)
+            replies = pipe.execute()
+            return [int(added) == 1 for added in replies[: len(episodes)]]
+
+        return self.outages.call(f"marking {len(episodes)} episodes applied", mark)
 
     def was_applied(self, episode: Episode) -> bool:
         """Whether `episode.id` is recorded."""
-        return bool(self.redis.sismember(applied_set_key(self.run_id, episode.step), episode.id))
+        return bool(self.outages.call("reading the applied-episode log", lambda: self.redis.sismember(
+            applied_set_key(self.run_id, episode.step), episode.id)))
 
 
 class InProcessAppliedEpisodeLog:

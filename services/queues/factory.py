@@ -13,6 +13,7 @@ from services.queues.applied_log import InProcessAppliedEpisodeLog, RedisApplied
 from services.queues.in_process import InProcessEpisodeQueue
 from services.queues.policy_version import InProcessPolicyVersionBoard, RedisPolicyVersionBoard
 from services.queues.redis_stream import RedisEpisodeQueue
+from services.redis_outages import RedisOutagePolicy
 from services.settings import Settings
 
 
@@ -20,11 +21,16 @@ def _client(settings: Settings, redis_client: redis.Redis | None) -> redis.Redis
     return redis_client if redis_client is not None else redis.Redis.from_url(settings.redis_url)
 
 
+def outage_policy(settings: Settings) -> RedisOutagePolicy:
+    """How long the Redis adapters ride through an outage (`settings.redis_outage_s`)."""
+    return RedisOutagePolicy(outage_s=settings.redis_outage_s)
+
+
 def open_episode_queue(settings: Settings, redis_client: redis.Redis | None = None) -> EpisodeQueue:
     """The episode queue for `settings.queue_backend`, with `settings.episode_claim_after_s`."""
     if settings.queue_backend == "redis":
         return RedisEpisodeQueue(_client(settings, redis_client), settings.run_id,
-                                 claim_after_s=settings.episode_claim_after_s)
+                                 claim_after_s=settings.episode_claim_after_s, outages=outage_policy(settings))
     return InProcessEpisodeQueue(claim_after_s=settings.episode_claim_after_s)
 
 
@@ -32,12 +38,13 @@ def open_applied_episode_log(settings: Settings, redis_client: redis.Redis | Non
     """The trainer's applied-episode log for `settings.queue_backend`."""
     if settings.queue_backend == "redis":
         return RedisAppliedEpisodeLog(_client(settings, redis_client), settings.run_id,
-                                      ttl_s=settings.applied_log_ttl_s)
+                                      ttl_s=settings.applied_log_ttl_s, outages=outage_policy(settings))
     return InProcessAppliedEpisodeLog()
 
 
 def open_policy_version_board(settings: Settings, redis_client: redis.Redis | None = None) -> PolicyVersionBoard:
     """The policy-version board for `settings.queue_backend`."""
     if settings.queue_backend == "redis":
-        return RedisPolicyVersionBoard(_client(settings, redis_client), settings.run_id)
+        return RedisPolicyVersionBoard(_client(settings, redis_client), settings.run_id,
+                                       outages=outage_policy(settings))
     return InProcessPolicyVersionBoard()

@@ -6,6 +6,8 @@ PUBLISH on the channel of the same name so listeners need not poll.
 The one way back is `rewind`: a trainer restored from its last full checkpoint (version K) after a crash had
 published versions past K whose updates were never checkpointed; those versions did not happen (their episodes are
 redelivered and applied again, making K+1, K+2, ... anew), so the board is set back to K before the trainer goes on.
+
+Every operation rides through a short Redis outage (`services.redis_outages`); all three are safe to repeat.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import redis
 
 from services.ports import PolicyVersionRegression
 from services.queues.keys import policy_version_key
+from services.redis_outages import RedisOutagePolicy
 
 _PUBLISH_FORWARD = """
 local current = redis.call('GET', KEYS[1])
@@ -40,10 +43,11 @@ def check_policy_version(version: int) -> None:
 class RedisPolicyVersionBoard:
     """PolicyVersionBoard in Redis, shared by every process of a run."""
 
-    def __init__(self, redis_client: redis.Redis, run_id: str) -> None:
+    def __init__(self, redis_client: redis.Redis, run_id: str, outages: RedisOutagePolicy | None = None) -> None:
         self.redis = redis_client
         self.key = policy_version_key(run_id)
-        self._publish = redis_client.register_script(_PUBLISH_FORWARD)
+        self._publish = redis_client.register_script(_PUBLISH_FORWARD)  # re-loaded by EVALSHA's NOSCRIPT fallback
+        self.outages = outages or RedisOutagePolicy()
 
     @property
     def channel(self) -> str:
@@ -53,24 +57,29 @@ class RedisPolicyVersionBoard:
     def publish(self, version: int) -> int:
         """Make `version` current (no-op when it already is); PolicyVersionRegression when it is older."""
         check_policy_version(version)
-        accepted, current = self._publish(keys=[self.key], args=[version])
+        accepted, current = self.outages.call(f"publishing policy version {version}",
+                                              lambda: self._publish(keys=[self.key], args=[version]))
         if not int(accepted):
             raise PolicyVersionRegression(f"policy version {version} is older than the published {int(current)}")
         return int(current)
 
     def current(self) -> int:
         """The published version, or 0 (the base model) when none was published."""
-        value = self.redis.get(self.key)
+        value = self.outages.call("reading the policy version", lambda: self.redis.get(self.key))
         return int(value) if value is not None else 0
 
     def rewind(self, version: int) -> int:
         """Make `version` current even when an older one than the published (a trainer restored from its last full
         checkpoint); announced on the channel like a publish."""
         check_policy_version(version)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.set(self.key, version)
-        pipe.publish(self.key, version)
-        pipe.execute()
+
+        def set_back() -> None:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.set(self.key, version)
+            pipe.publish(self.key, version)
+            pipe.execute()
+
+        self.outages.call(f"rewinding the policy version to {version}", set_back)
         return version
 
 

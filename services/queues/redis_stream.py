@@ -11,6 +11,10 @@ not yet delivered or not yet acknowledged, so `depth` is XLEN minus the pending 
 
 An entry that does not parse as an Episode of this schema version is copied to `azr:{run_id}:episodes:dead` with
 the reason and the raw payload, then acknowledged and deleted: never silently dropped, never redelivered forever.
+
+A short Redis outage is ridden through (`services.redis_outages`): each operation is retried with a log line until
+Redis answers or the outage has lasted `outages.outage_s`. Publishing again after a lost reply may append an episode
+twice; the trainer applies an id once.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pydantic import ValidationError
 from services.ports import Delivery
 from services.queues.keys import as_text, dead_letter_key, episode_stream_key
 from services.records import RECORD_SCHEMA_VERSION, Episode
+from services.redis_outages import RedisOutagePolicy
 
 EPISODE_FIELD = "episode"
 """Stream entry field holding the Episode JSON (the model carries its schema_version)."""
@@ -33,7 +38,7 @@ class RedisEpisodeQueue:
     """EpisodeQueue over a Redis Stream with a consumer group (docs/design.md §3)."""
 
     def __init__(self, redis_client: redis.Redis, run_id: str, group: str = "trainer",
-                 claim_after_s: float = 60.0) -> None:
+                 claim_after_s: float = 60.0, outages: RedisOutagePolicy | None = None) -> None:
         if claim_after_s <= 0:
             raise ValueError(f"claim_after_s must be positive, got {claim_after_s}")
         self.redis = redis_client
@@ -42,7 +47,8 @@ class RedisEpisodeQueue:
         self.dead_key = dead_letter_key(run_id)
         self.group = group
         self.claim_after_ms = max(1, int(claim_after_s * 1000))
-        self.ensure_group()
+        self.outages = outages or RedisOutagePolicy()
+        self.outages.call("creating the episode stream's group", self.ensure_group)
 
     def ensure_group(self) -> None:
         """Create the stream and the group if absent (a Redis restart without persistence loses both)."""
@@ -57,33 +63,47 @@ class RedisEpisodeQueue:
         """Append episodes as JSON entries in one round trip; returns their stream ids."""
         if not episodes:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for episode in episodes:
-            pipe.xadd(self.key, {EPISODE_FIELD: episode.model_dump_json()})
-        return [as_text(entry_id) for entry_id in pipe.execute()]
+        payloads = [episode.model_dump_json() for episode in episodes]
+
+        def append() -> list[str]:
+            pipe = self.redis.pipeline(transaction=False)
+            for payload in payloads:
+                pipe.xadd(self.key, {EPISODE_FIELD: payload})
+            return [as_text(entry_id) for entry_id in pipe.execute()]
+
+        return self.outages.call(f"publishing {len(payloads)} episodes", append)
 
     def read(self, consumer: str, max_count: int, block_s: float) -> list[Delivery]:
         """Reclaimed entries of dead consumers first, then new entries; blocks up to `block_s` only when none."""
         if max_count < 1:
             raise ValueError(f"max_count must be at least 1, got {max_count}")
-        try:
-            return self._read(consumer, max_count, block_s)
-        except redis.ResponseError as error:
-            if "NOGROUP" not in str(error):
-                raise
-            self.ensure_group()
-            return self._read(consumer, max_count, block_s)
+
+        def read_once() -> list[Delivery]:
+            try:
+                return self._read(consumer, max_count, block_s)
+            except redis.ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                self.ensure_group()
+                return self._read(consumer, max_count, block_s)
+
+        return self.outages.call("reading episodes", read_once)
 
     def ack(self, delivery_ids: Sequence[str]) -> int:
         """XACK and XDEL the applied entries atomically; returns how many were still pending."""
         if not delivery_ids:
             return 0
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.xack(self.key, self.group, *delivery_ids)
-        pipe.xdel(self.key, *delivery_ids)
-        acknowledged, _deleted = pipe.execute()
-        return int(acknowledged)
 
+        def acknowledge() -> int:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.xack(self.key, self.group, *delivery_ids)
+            pipe.xdel(self.key, *delivery_ids)
+            acknowledged, _deleted = pipe.execute()
+            return int(acknowledged)
+
+        return self.outages.call(f"acknowledging {len(delivery_ids)} episodes", acknowledge)
+
+    # `pending` and `depth` are read at scrape time: not retried, a scrape during an outage fails rather than hangs.
     def pending(self) -> int:
         """Entries delivered to some consumer and not yet acknowledged."""
         return int(self.redis.xpending(self.key, self.group)["pending"])

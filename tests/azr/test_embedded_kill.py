@@ -1,10 +1,12 @@
 """`azr run` SIGKILLed between an update and its full checkpoint (k = 3), then resumed: the updates that died with
 the process are made again from the episodes the store kept, none twice, and the final trainer state is bitwise
-that of one uninterrupted trainer applying every recorded step's episodes in order."""
+that of one uninterrupted trainer applying every recorded step's episodes in order, under the run's own settings
+(its settings.json: precision included) and with the thread count the run's updates used (`update_threads`: on
+some CPUs an update's last bits depend on it). CI runs this again with AZR_CPU_NATIVE_BF16=1: the bf16 engine and
+the bf16 autocast update of a CPU with native bf16."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,26 +16,31 @@ from pathlib import Path
 
 import pytest
 import torch
-from trainer_states import assert_bitwise_equal, trainer_state
+from trainer_states import (
+    assert_bitwise_equal,
+    optimizer_steps,
+    saved_settings,
+    threads_for_updates,
+    trainer_state,
+)
 
 from azr.embedded_trainer import step_episodes
 from services.inference.tiny_model import tiny_model_dir
-from services.settings import Settings
 from services.store import open_store
 from trainer_svc.checkpoints import list_checkpoints
 from trainer_svc.resume import fresh_trainer, restore_trainer
 
 RUN = "killed"
 SIZES = ["--model", "tiny", "--batch-size", "1", "--max-response-tokens", "8", "--run-id", RUN]
-TRAINER_FIELDS = ("learning_rate", "weight_decay", "grad_clip", "entropy_coef", "clip_ratio_low", "clip_ratio_high",
-                  "clip_ratio_c", "loss_agg_mode", "trr_statistics", "ppo_epochs", "micro_batch_size",
-                  "micro_batch_tokens", "logprob_chunk_tokens", "gradient_checkpointing", "temperature",
-                  "checkpoint_every")
 
 
 def azr_run(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    # The tiny model's rewards are all -1: with the embedded default (no step without signal) no update would step
+    # and the states compared below would be the base model's; Table 3's rule (every batch steps, entropy bonus
+    # 0.001) makes every update move every weight.
     env = {**os.environ, "AZR_SEED_MAX_ROUNDS": "1", "AZR_EXECUTOR_WORKERS": "1", "AZR_LEARNABILITY_SAMPLES": "2",
-           "AZR_RUN_API_PORT": "0", "AZR_CHECKPOINT_EVERY": "3", "AZR_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
+           "AZR_RUN_API_PORT": "0", "AZR_CHECKPOINT_EVERY": "3", "AZR_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
+           "AZR_SKIP_ZERO_ADVANTAGE_BATCHES": "false", "AZR_ENTROPY_COEF": "0.001"}
     env.pop("AZR_DATABASE_URL", None)
     return subprocess.Popen([sys.executable, "-m", "azr", "run", *SIZES, *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -75,6 +82,7 @@ def kill_between_update_and_checkpoint(process: subprocess.Popen[str], database:
 
 
 @pytest.mark.slow
+@pytest.mark.precision
 def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path: Path, shared_dir: Path) -> None:
     torch.set_num_threads(1)
     seeds = shared_dir / "data" / "azr_seeds"
@@ -103,13 +111,15 @@ def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path
         batches = [sorted(step_episodes(store, RUN, step), key=lambda e: e.id) for step in steps]
     finally:
         store.close()
-    saved = json.loads((run_dir / "settings.json").read_text())
-    settings = Settings(device="cpu", run_root=tmp_path / "reference", run_id="reference",
-                        **{field: saved[field] for field in TRAINER_FIELDS})
-    reference = fresh_trainer(tiny_model_dir(), settings)
-    for batch in batches:
-        reference.trainer.update(batch)
+    settings = saved_settings(run_dir / "settings.json", run_root=tmp_path / "reference", run_id="reference")
+    assert settings.checkpoint_every == 3 and settings.device == "cpu"
+    with threads_for_updates(settings) as threads:
+        reference = fresh_trainer(tiny_model_dir(), settings)
+        for batch in batches:
+            reference.trainer.update(batch)
+    assert f"torch uses {threads} CPU thread(s)" in output  # the count the reference updated with
     final = restore_trainer(run_dir, settings)
     assert final is not None and final.trainer.step == reference.trainer.step == len(steps)
     assert final.trainer.policy_version == len(steps)
+    assert optimizer_steps(trainer_state(reference)) == {len(steps)}, "every recorded step's update stepped"
     assert_bitwise_equal(trainer_state(final), trainer_state(reference))

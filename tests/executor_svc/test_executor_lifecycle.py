@@ -124,13 +124,17 @@ def test_from_real_settings_uses_bubblewrap_where_it_works(isolation_required: A
         assert executor.isolation == "bwrap"
 
 
-def test_required_bubblewrap_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_required_bubblewrap_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(process_backend, "SYSTEM_PATH", str(tmp_path))  # no bwrap to be found
     monkeypatch.setattr(process_backend, "_probe_results", {})
     with pytest.raises(SandboxUnavailable, match="bwrap"):
         Executor(workers=1, sandbox="bwrap")
-    with Executor(workers=1, sandbox="auto") as executor:  # auto falls back, and says so
-        assert executor.isolation == "none"
+    with caplog.at_level("WARNING", logger=process_backend.__name__):
+        with Executor(workers=1, sandbox="auto") as executor:  # auto falls back, and says so
+            assert executor.isolation == "none"
+    assert "bubblewrap unusable (bwrap is not installed)" in caplog.text
+    assert "sudo apt-get install bubblewrap" in caplog.text  # and how to get the sandbox
 
 
 def test_interpreter_must_be_an_absolute_path() -> None:

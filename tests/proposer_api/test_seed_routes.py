@@ -68,6 +68,7 @@ def test_rejected_seeds_get_422_with_the_executor_status_and_nothing_is_stored(e
         for body, status in cases:
             response = client.post("/v1/seeds", json=body)
             assert response.status_code == 422, (status, response.text)
+            assert response.json()["problem"] == "seed_rejected"  # not a malformed request: the executor's verdict
             assert response.json()["status"] == status
             assert response.json()["error"]
         induction = client.post("/v1/seeds", json=cases[-1][0]).json()
@@ -106,6 +107,10 @@ def test_malformed_bodies_get_422_with_field_reasons(embedded_api) -> None:
         assert extra.status_code == 422 and extra.json()["detail"][0]["type"] == "extra_forbidden"
         not_json = client.post("/v1/seeds", content=b"{kind: program", headers={"Content-Type": "application/json"})
         assert not_json.status_code == 422
+        for malformed in (missing, wrong_buffer, too_few, unknown_kind, extra, not_json):
+            assert malformed.json()["problem"] == "invalid_request", malformed.text
+        not_utf8 = client.post("/v1/seeds", content=b'{"kind": "\xff"}', headers={"Content-Type": "application/json"})
+        assert not_utf8.status_code == 400 and not_utf8.json() == {"detail": "There was an error parsing the body"}
     assert embedded_api.store.count(TaskType.DEDUCTION) == 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,10 @@ from services.torch_threads import (
     auto_threads,
     configure_torch_threads,
     threads_beside_executor,
+    update_threads,
 )
+
+pytestmark = pytest.mark.precision
 
 
 @pytest.fixture(autouse=True)
@@ -64,3 +68,28 @@ def test_beside_an_executor_a_fixed_count_is_set_and_auto_shares_the_cores(monke
     assert torch.get_num_threads() == 2, "every core until a generation step sees a job running"
     shared.before_generation_forward()
     assert torch.get_num_threads() == 1
+
+
+def test_every_update_of_either_process_uses_update_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded run's updates and `azr trainer`'s run with one count, the one a bitwise reference must use."""
+    monkeypatch.setattr("services.torch_threads.available_cores", lambda: 3)
+    assert update_threads(2) == 2
+    assert update_threads(0) == 3 == configure_torch_threads(0, executor_workers=0)  # azr trainer
+    shared = threads_beside_executor(0, executor_workers=2, jobs_running=lambda: 1)
+    assert shared is not None
+    shared.before_generation_forward()
+    assert torch.get_num_threads() == 1
+    shared.for_update()
+    assert torch.get_num_threads() == update_threads(0)
+
+
+def test_the_update_gets_its_count_in_its_own_thread_whatever_generation_set_in_another() -> None:
+    """torch's count is per OS thread: generation setting every core in one thread leaves another thread's count as
+    it was, so the update's thread must set it itself (a count remembered across threads skipped that)."""
+    threads = SharedCoreThreads(cores=2, executor_workers=1, jobs_running=lambda: 0)
+    generation = threading.Thread(target=threads.before_generation_forward)
+    generation.start()
+    generation.join()
+    torch.set_num_threads(1)  # this thread's count, set by something else since
+    threads.for_update()
+    assert torch.get_num_threads() == 2

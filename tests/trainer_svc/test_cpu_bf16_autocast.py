@@ -13,6 +13,8 @@ from trainer_svc import policy_forward
 from trainer_svc.policy_forward import bf16_autocast
 from trainer_svc.resume import fresh_trainer
 
+pytestmark = pytest.mark.precision  # CI runs these again with AZR_CPU_NATIVE_BF16=1
+
 CPU = torch.device("cpu")
 
 

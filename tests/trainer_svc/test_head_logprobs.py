@@ -19,6 +19,8 @@ from trainer_svc.policy_forward import logprobs_and_entropy, response_logits
 from trainer_svc.resume import fresh_trainer
 from trainer_svc.token_logprobs import token_logprobs_and_entropy
 
+pytestmark = pytest.mark.precision  # CI runs these again with AZR_CPU_NATIVE_BF16=1
+
 
 def inputs(rows: int = 3, positions: int = 7, hidden: int = 6, vocab: int = 40, *, bias: bool = True,
            dtype: torch.dtype = torch.float32, seed: int = 0) -> tuple[torch.Tensor, ...]:

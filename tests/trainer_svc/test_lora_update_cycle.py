@@ -25,14 +25,19 @@ from trainer_svc.checkpoints import list_checkpoints
 from trainer_svc.lora import ADAPTER_WEIGHTS_FILE
 from trainer_svc.resume import LoadedPolicy, fresh_trainer, restore_trainer
 
+pytestmark = pytest.mark.precision  # CI runs these again with AZR_CPU_NATIVE_BF16=1
+
 RUN = "lora"
 _serial = itertools.count()
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
+    # One episode per group: every Eq 8 advantage is 0, so with the embedded default (no step without signal) no
+    # update would step; every batch steps here (entropy bonus), so each push serves a new policy.
     return Settings(device="cpu", run_root=tmp_path / "runs", run_id=RUN, batch_size=1, checkpoint_every=2,
-                    learning_rate=1e-2, lora_rank=4, lora_alpha=8.0)
+                    learning_rate=1e-2, lora_rank=4, lora_alpha=8.0, skip_zero_advantage_batches=False,
+                    entropy_coef=0.001)
 
 
 @pytest.fixture

@@ -14,11 +14,16 @@ import pytest
 import redis
 from trainer_episodes import six_group_batch
 from trainer_processes import redis_trainer_env
-from trainer_states import assert_bitwise_equal, trainer_state
+from trainer_states import (
+    assert_bitwise_equal,
+    optimizer_steps,
+    saved_settings,
+    threads_for_updates,
+    trainer_state,
+)
 from transformers import AutoTokenizer
 
 from services.queues import RedisEpisodeQueue
-from services.settings import Settings
 from trainer_svc.checkpoints import latest_checkpoint, list_checkpoints, load_trainer_state
 from trainer_svc.resume import fresh_trainer, restore_trainer
 
@@ -83,13 +88,15 @@ def test_sigkilled_trainer_loses_no_episode_and_applies_none_twice(redis_url: st
 
 
 @pytest.mark.slow
+@pytest.mark.precision
 def test_sigkill_between_an_update_and_its_full_checkpoint_resumes_bitwise(redis_url: str, tiny_dir: Path,
                                                                           tmp_path: Path) -> None:
     """k = 3: five updates (v3 is the last full checkpoint; 4 and 5 pushed and published only), SIGKILL, restart.
     The restarted trainer rewinds the published version to 3, gets batches 4 and 5 again (never acknowledged),
     applies them on the restored state, then batch 6: weights and AdamW moments bitwise those of a trainer that ran
-    the six batches without interruption (same CPU kernels, one thread, same batches in the same order: the update
-    is deterministic, so anything lost or applied twice would show)."""
+    the six batches without interruption (same CPU kernels, same settings as the process saved them, the thread
+    count its updates used, same batches in the same order: the update is deterministic, so anything lost or
+    applied twice would show)."""
     run_id = f"trainer-test-{uuid.uuid4().hex[:12]}"
     client = redis.Redis.from_url(redis_url)
     queue = RedisEpisodeQueue(client, run_id, claim_after_s=1.0)
@@ -100,11 +107,6 @@ def test_sigkill_between_an_update_and_its_full_checkpoint_resumes_bitwise(redis
     version_key = f"azr:{run_id}:policy_version"
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     batches = [six_group_batch(tokenizer, 1) for _ in range(6)]
-    settings = Settings(profile="distributed", device="cpu", batch_size=1, learning_rate=1e-3, max_staleness=10,
-                        checkpoint_every=3, run_root=tmp_path / "reference", run_id="reference")
-    reference = fresh_trainer(tiny_dir, settings)
-    for batch in batches:
-        reference.trainer.update(batch)
     try:
         queue.publish([e for batch in batches[:5] for e in batch])
         first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -130,8 +132,16 @@ def test_sigkill_between_an_update_and_its_full_checkpoint_resumes_bitwise(redis
         applied = load_trainer_state(run_dir / "checkpoints" / "v000006").applied_episode_ids
         assert sorted(applied) == sorted(e.id for batch in batches[3:] for e in batch)
         assert queue.pending() == 0 and queue.depth() == 0 and int(client.get(version_key)) == 6
+        settings = saved_settings(run_dir / "checkpoints" / "v000006" / "settings.json",
+                                  run_root=tmp_path / "reference", run_id="reference")
+        assert (settings.profile, settings.device, settings.checkpoint_every) == ("distributed", "cpu", 3)
+        with threads_for_updates(settings):
+            reference = fresh_trainer(tiny_dir, settings)
+            for batch in batches:
+                reference.trainer.update(batch)
         resumed = restore_trainer(run_dir, settings)
         assert resumed is not None and resumed.trainer.step == reference.trainer.step == 6
+        assert optimizer_steps(trainer_state(reference)) == {6}, "every batch's update stepped"
         assert_bitwise_equal(trainer_state(resumed), trainer_state(reference))
     finally:
         keys = list(client.scan_iter(match=f"azr:{run_id}:*"))

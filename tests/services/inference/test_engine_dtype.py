@@ -11,6 +11,8 @@ from services import cpu_features
 from services.inference.local_engine import LocalEngine, engine_dtype, settings_engine_dtype
 from services.settings import Settings
 
+pytestmark = pytest.mark.precision  # CI runs these again with AZR_CPU_NATIVE_BF16=1
+
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 

@@ -21,7 +21,8 @@ def test_abort_pause_stops_a_running_generation(tiny_engine: LocalEngine) -> Non
         with gate.generation() as abort:
             entered.set()
             # No EOS ids and a huge budget: only the abort can end it.
-            result.extend(decode_rows(tiny_engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(), detokenize=tiny_engine.decode, generator=None, abort=abort))
+            result.extend(decode_rows(tiny_engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(),
+                                      detokenize=tiny_engine.decode, generator=None, abort=abort))
 
     worker = threading.Thread(target=endless)
     worker.start()
