@@ -9,6 +9,7 @@ const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b
 // Families in display order: [family id, title, does a metric key belong to it].
 const CHART_FAMILIES = [
   ["reward", "Reward per task × role", (key) => /^reward\/[^/]+\/[^/]+$/.test(key)],
+  ["format_ok", "Well-formed responses (Eq 6 format) per task × role", (key) => /^format_ok\/[^/]+\/[^/]+$/.test(key)],
   ["response_tokens", "Response length (tokens) per task × role", (key) => key.startsWith("response_tokens/")],
   ["valid_rate", "Valid proposals per task type", (key) => key.startsWith("valid_rate/")],
   ["solve_rate", "Solve rate per task type", (key) => key.startsWith("solve_rate/")],
@@ -35,7 +36,7 @@ function familyTitle(family) {
   return "Task " + family.slice("task/".length).replace(/_/g, " ");
 }
 
-const FAMILY_ORDER = ["reward", "response_tokens", "valid_rate", "solve_rate", "buffer", "task", "eval"];
+const FAMILY_ORDER = ["reward", "format_ok", "response_tokens", "valid_rate", "solve_rate", "buffer", "task", "eval"];
 
 function familyRank(family) {
   return FAMILY_ORDER.indexOf(family.startsWith("task/") ? "task" : family);

@@ -23,6 +23,7 @@ from services.coordinator.seeding import seed_buffers
 from services.coordinator.step import SelfPlayStep, StepConfig, StepResult
 from services.coordinator.step_metrics import MetricsLog
 from services.ports import PolicyUpdater, PolicyVersionBoard, StepEvaluation, StepStore
+from services.reporting.running_trend import running_trend
 
 Progress = Callable[[str], None]
 StepObserver = Callable[[dict[str, Any]], None]
@@ -111,6 +112,9 @@ class SelfPlayLoop:
             if self.on_step is not None:
                 self.on_step(line)
             self.say(summarise(line))
+            trend = running_trend([record.metrics or {} for record in self.store.list_steps(self.run_id)])
+            if trend is not None:
+                self.say(trend)
         return lines
 
     def _require_every_buffer(self) -> None:

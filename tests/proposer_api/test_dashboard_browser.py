@@ -143,6 +143,7 @@ def metrics_line(step: int) -> dict[str, float]:
     for index, (task_type, role) in enumerate(GROUPS):
         line[f"reward/{task_type}/{role}"] = round(((step * 7 + index * 3) % 11) / 10 - 0.5, 3)
         line[f"response_tokens/{task_type}/{role}"] = 80.0 + 13 * step + 5 * index
+        line[f"format_ok/{task_type}/{role}"] = round(((step * 5 + index) % 7) / 6, 3)
     for index, task_type in enumerate(TaskType):
         line[f"valid_rate/{task_type.value}"] = round(0.2 + 0.1 * ((step + index) % 5), 3)
         line[f"buffer/{task_type.value}"] = 40 + 6 * step + index
@@ -268,7 +269,7 @@ def expected_families(lines: dict[int, dict[str, float]]) -> dict[str, set[str]]
     for line in lines.values():
         for key in line:
             prefix = key.split("/")[0]
-            if prefix in ("reward", "response_tokens", "valid_rate", "buffer", "eval"):
+            if prefix in ("reward", "format_ok", "response_tokens", "valid_rate", "buffer", "eval"):
                 families.setdefault(prefix, set()).add(key)
             elif prefix == "task" and not key.endswith("/n_tasks"):
                 families.setdefault("task/" + key.split("/")[-1], set()).add(key)
