@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 import uvicorn
@@ -227,3 +228,11 @@ def throwaway_postgres() -> Iterator[ThrowawayPostgres]:
         yield server
     finally:
         server.destroy()
+
+
+def answers_ok(url: str) -> bool:
+    """Whether a GET of ``url`` answers 200 within 2 s (a server's /health or /readyz while it starts)."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from throwaway_servers import PrivateDatabase, free_port, wait_for
+from throwaway_servers import PrivateDatabase, answers_ok, free_port, wait_for
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
@@ -59,12 +59,6 @@ class Stack:
                 process.wait()
 
 
-def ready(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
 
 @pytest.fixture()
 def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -> Iterator[tuple[Stack, str]]:
@@ -91,11 +85,11 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
                                   capture_output=True, timeout=120).returncode == 0
             services.start("worker", "worker", "executor")
             services.start("inference", "serve", "inference", "--port", str(ports["inference"]), "--model", "tiny")
-            wait_for(lambda: ready(f"http://127.0.0.1:{ports['inference']}/health"), 180, "inference server")
+            wait_for(lambda: answers_ok(f"http://127.0.0.1:{ports['inference']}/health"), 180, "inference server")
             services.start("proposer", "serve", "proposer", "--port", str(ports["proposer"]))
             services.start("solver", "serve", "solver", "--port", str(ports["solver"]))
             for name in ("proposer", "solver"):
-                wait_for(lambda name=name: ready(f"http://127.0.0.1:{ports[name]}/readyz"), 180, f"{name} API")
+                wait_for(lambda name=name: answers_ok(f"http://127.0.0.1:{ports[name]}/readyz"), 180, f"{name} API")
             services.start("trainer", "trainer", "--max-updates", "2", "--block-s", "0.5")
             yield services, database_url
         except BaseException:
