@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch  # noqa: E402
 
 from bench.inference import _proposer_prompt_ids  # noqa: E402
-from bench.trainer import make_episodes  # noqa: E402
+from bench.trainer import FULL_UPDATE, make_episodes  # noqa: E402
 from services.cpu_features import cpu_has_native_bf16  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.ports import SamplingParams  # noqa: E402
@@ -55,7 +55,7 @@ def updates(model_dir: Path, configs: list[tuple[int, bool]], repeats: int, prom
 
     lora = {"lora_rank": lora_rank, "lora_alpha": 2.0 * lora_rank} if lora_rank else {}
     settings = Settings(device="cpu", micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True,
-                        trainer_bf16_cpu=False, **lora)
+                        trainer_bf16_cpu=False, **FULL_UPDATE, **lora)
     trainer = fresh_trainer(model_dir, settings).trainer
     episodes = make_episodes(trainer.model.config.vocab_size, 1, prompt_len, response_len)
     torch.set_num_threads(2)

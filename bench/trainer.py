@@ -43,6 +43,10 @@ from trainer_svc.policy_forward import autocast_for, resolve_device, response_lo
 from trainer_svc.ppo_update import PolicyTrainer, make_optimizer  # noqa: E402
 from trainer_svc.resume import load_model_and_tokenizer, pad_id_of  # noqa: E402
 
+FULL_UPDATE = {"entropy_coef": 0.001, "skip_zero_advantage_batches": False}
+"""Table 3's update, every episode through the model whatever its advantage: what the update benches time (the
+embedded default skips a batch without signal and, at entropy 0, forwards only the episodes that carry it)."""
+
 
 def make_episodes(vocab: int, per_group: int, prompt_len: int, response_len: int, seed: int = 0) -> list[Episode]:
     """6·per_group episodes with random token ids; lengths vary ±25% so padding and length grouping matter."""
@@ -120,7 +124,7 @@ def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer
     settings = Settings(device=args.device, micro_batch_size=micro_batch_size,
                         micro_batch_tokens=args.micro_batch_tokens,
                         gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16,
-                        trainer_bf16_cpu=args.bf16)
+                        trainer_bf16_cpu=args.bf16, **FULL_UPDATE)
     model_dir = resolve_model(args.model)
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
     if settings.gradient_checkpointing:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO_ROOT))
 import torch  # noqa: E402
 
 from bench.model_flops import mfu, peak_tflops, update_flops  # noqa: E402
-from bench.trainer import make_episodes, random_init_model  # noqa: E402
+from bench.trainer import FULL_UPDATE, make_episodes, random_init_model  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.settings import Settings  # noqa: E402
 from trainer_svc.distributed_env import init_from_torchrun, shutdown  # noqa: E402
@@ -47,7 +47,7 @@ def main() -> None:
 
     ranks = init_from_torchrun(args.device)
     settings = Settings(device=args.device, micro_batch_size=args.micro_batch_size,
-                        micro_batch_tokens=args.micro_batch_tokens, trainer_bf16=args.bf16)
+                        micro_batch_tokens=args.micro_batch_tokens, trainer_bf16=args.bf16, **FULL_UPDATE)
     model_dir = resolve_model(args.model)
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
     episodes = make_episodes(model.config.vocab_size, args.per_group, args.prompt_len, args.response_len)

@@ -29,6 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.trainer import FULL_UPDATE  # noqa: E402
 from executor_svc.executor import Executor  # noqa: E402
 from services.algorithm.parsing import (  # noqa: E402
     AbductionSolution,
@@ -137,7 +138,7 @@ def main() -> None:
         rank = int(kind[4:]) if kind.startswith("lora") else 0
         settings = Settings(device="cpu", learning_rate=float(lr), lora_rank=rank, batch_size=args.per_group,
                             micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True,
-                            run_root=Path("/tmp/azr-update-size"))
+                            run_root=Path("/tmp/azr-update-size"), **FULL_UPDATE)
         loaded = fresh_trainer(model_dir, settings)
         trainer = loaded.trainer
         advantages = trainer.advantages(episodes).tolist()

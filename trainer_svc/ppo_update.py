@@ -253,7 +253,8 @@ class PolicyTrainer:
                          if stepping else [])
         trained = sum(mb.rows for mb in micro_batches)
         share = (whole_batch(len(micro_batches)) if self.ranks is None
-                 else rank_share(len(micro_batches), self.ranks.rank, self.ranks.world_size))
+                 else rank_share(len(micro_batches), self.ranks.rank, self.ranks.world_size) if micro_batches
+                 else whole_batch(0))
         stats = AccumulatedStats(tokens=response_tokens_of(episodes))
         first_epoch = stats
         grad_norm = 0.0

@@ -1,8 +1,10 @@
 """The distributed EpisodeQueue: a Redis Stream `azr:{run_id}:episodes` read through a consumer group.
 
-Delivery is at least once. `read` first takes over entries another consumer has held unacknowledged for longer than
-`claim_after_s` (XAUTOCLAIM: that consumer is presumed dead), then reads new ones (XREADGROUP `>`). The trainer
-detects a second application by `Episode.id` (`services.queues.applied_log`).
+Delivery is at least once. A queue object's first reads by a consumer name return what that name holds unacknowledged
+(XREADGROUP from id 0): a trainer restarted under its name gets the deliveries its previous process never
+acknowledged at once, not after `claim_after_s`. Then `read` takes over entries another consumer has held
+unacknowledged for longer than `claim_after_s` (XAUTOCLAIM: that consumer is presumed dead), then reads new ones
+(XREADGROUP `>`). The trainer detects a second application by `Episode.id` (`services.queues.applied_log`).
 
 Growth: `ack` does XACK and XDEL of exactly the acknowledged entries, in one MULTI. Trimming by MINID or MAXLEN
 instead would be unsafe with several consumers: acknowledgements arrive out of order, and trimming up to the
@@ -48,6 +50,7 @@ class RedisEpisodeQueue:
         self.group = group
         self.claim_after_ms = max(1, int(claim_after_s * 1000))
         self.outages = outages or RedisOutagePolicy()
+        self._own_cursor: dict[str, str | None] = {}  # per consumer: where its own pending entries' read stands
         self.outages.call("creating the episode stream's group", self.ensure_group)
 
     def ensure_group(self) -> None:
@@ -124,7 +127,8 @@ class RedisEpisodeQueue:
 
     # --- internals ---------------------------------------------------------------------------------------------------
     def _read(self, consumer: str, max_count: int, block_s: float) -> list[Delivery]:
-        deliveries = self._reclaim(consumer, max_count)
+        deliveries = self._own_pending(consumer, max_count)
+        deliveries += self._reclaim(consumer, max_count - len(deliveries)) if len(deliveries) < max_count else []
         wanted = max_count - len(deliveries)
         if wanted <= 0:
             return deliveries
@@ -140,6 +144,18 @@ class RedisEpisodeQueue:
                     deliveries.append(delivery)
         return deliveries
 
+    def _own_pending(self, consumer: str, max_count: int) -> list[Delivery]:
+        """What ``consumer`` held unacknowledged before this queue object existed (a previous process under the same
+        name), in pages, until it is all read; nothing after that (what this process holds it already has)."""
+        cursor = self._own_cursor.setdefault(consumer, "0")
+        if cursor is None:
+            return []
+        reply: Any = self.redis.xreadgroup(self.group, consumer, {self.key: cursor}, count=max_count)
+        streams = reply.items() if isinstance(reply, dict) else (reply or [])
+        entries = [(as_text(entry_id), fields) for _stream, found in streams for entry_id, fields in found]
+        self._own_cursor[consumer] = entries[-1][0] if len(entries) == max_count else None
+        return self._deliveries(entries)
+
     def _reclaim(self, consumer: str, max_count: int) -> list[Delivery]:
         claimed: list[tuple[str, Any]] = []
         start = "0-0"
@@ -151,14 +167,18 @@ class RedisEpisodeQueue:
             if next_start == "0-0":
                 break
             start = next_start
-        if not claimed:
+        return self._deliveries(claimed)
+
+    def _deliveries(self, entries: list[tuple[str, Any]]) -> list[Delivery]:
+        """Entries delivered before (reclaimed or re-read), as deliveries with their delivery counts."""
+        if not entries:
             return []
         pipe = self.redis.pipeline(transaction=False)
-        for entry_id, _fields in claimed:
+        for entry_id, _fields in entries:
             pipe.xpending_range(self.key, self.group, min=entry_id, max=entry_id, count=1)
         counts = [rows[0]["times_delivered"] if rows else 2 for rows in pipe.execute()]
         deliveries = []
-        for (entry_id, fields), times in zip(claimed, counts):
+        for (entry_id, fields), times in zip(entries, counts):
             delivery = self._delivery(entry_id, fields, deliveries=int(times))
             if delivery is not None:
                 deliveries.append(delivery)

@@ -107,3 +107,24 @@ def test_entries_are_plain_episode_json_with_schema_version(redis_client: redis.
     (entry_id,) = queue.publish([episode])
     ((_, fields),) = redis_client.xrange(episode_stream_key(run_id), min=entry_id, max=entry_id)
     assert f'"schema_version":{RECORD_SCHEMA_VERSION}'.encode() in fields[b"episode"]
+
+
+def test_a_consumer_restarted_under_its_name_gets_its_unacknowledged_entries_at_once(redis_client, run_id,
+                                                                                    make_episodes) -> None:
+    """A restarted trainer (a new queue object, same consumer name) reads what its previous process never
+    acknowledged on its first read, without waiting `claim_after_s` for XAUTOCLAIM; it does not get them again."""
+    episodes = make_episodes(5)
+    before = RedisEpisodeQueue(redis_client, run_id, claim_after_s=3600)
+    before.publish(episodes)
+    held = before.read("trainer", max_count=100, block_s=1)
+    assert len(held) == 5
+    before.ack([held[0].delivery_id])  # applied and acknowledged before the crash; the other 4 were not
+
+    restarted = RedisEpisodeQueue(redis_client, run_id, claim_after_s=3600)
+    started = time.monotonic()
+    again = restarted.read("trainer", max_count=2, block_s=1) + restarted.read("trainer", max_count=100, block_s=1)
+    assert time.monotonic() - started < 1.5  # not held back for claim_after_s
+    assert [d.episode.id for d in again] == [e.id for e in episodes[1:]]
+    assert all(d.deliveries >= 2 for d in again)
+    assert restarted.read("trainer", max_count=100, block_s=0.2) == []  # held now: not delivered a third time
+    assert RedisEpisodeQueue(redis_client, run_id, claim_after_s=3600).read("other", 100, 0.2) == []
