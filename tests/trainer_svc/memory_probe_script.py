@@ -56,8 +56,11 @@ def resident_mb() -> float:
 def main() -> None:
     torch.set_num_threads(1)
     configs = json.loads(sys.argv[1])
+    # Table 3's update (every batch steps, every episode forwarded): these rewards leave every advantage 0, and the
+    # probe measures what the whole batch costs.
     settings = Settings(device="cpu", micro_batch_size=1024, logprob_chunk_tokens=CHUNK_TOKENS,
-                        gradient_checkpointing=False, trainer_bf16_cpu=False, run_root=Path("/nonexistent"))
+                        gradient_checkpointing=False, trainer_bf16_cpu=False, run_root=Path("/nonexistent"),
+                        entropy_coef=0.001, skip_zero_advantage_batches=False)
     trainer = PolicyTrainer(wide_vocab_model(), settings, pad_id=0, device=torch.device("cpu"))
     trainer.settings = settings.model_copy(update={"micro_batch_tokens": 64})
     trainer.update(episodes(2, 8, 8))  # warm-up, 3 micro-batches: AdamW moments and lazy buffers exist from here on

@@ -23,7 +23,9 @@ from trainer_svc.resume import fresh_trainer
 
 
 def test_layouts_convert_losslessly_and_either_resumes_bitwise(tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"weight_decay": 0.01})
+    # every batch steps (Table 3): one episode per group leaves every advantage 0, and AdamW's state must exist
+    settings = cpu_settings.model_copy(update={"weight_decay": 0.01, "entropy_coef": 0.001,
+                                               "skip_zero_advantage_batches": False})
     loaded = fresh_trainer(tiny_dir, settings)
     trainer = loaded.trainer
     trainer.update(six_group_batch(loaded.tokenizer, 1))
