@@ -44,7 +44,9 @@ def run_until_update(service: TrainerService, max_polls: int = 50) -> UpdateRepo
 
 @pytest.mark.slow
 def test_scrape_after_updates_shows_version_throughput_and_drops(tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "max_staleness": 0})
+    # B = 1 leaves every advantage 0: Table 3's rule (every batch steps) so the updates have a throughput to show
+    settings = cpu_settings.model_copy(update={"batch_size": 1, "max_staleness": 0, "entropy_coef": 0.001,
+                                               "skip_zero_advantage_batches": False})
     loaded = fresh_trainer(tiny_dir, settings)
     queue = InProcessEpisodeQueue(claim_after_s=60)
     board = InProcessPolicyVersionBoard()
