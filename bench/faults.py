@@ -49,7 +49,7 @@ import redis  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from bench.fault_checks import read_ledger  # noqa: E402
-from bench.fault_stack import Stack, build_stack, ready, start_run, wait_until  # noqa: E402
+from bench.fault_stack import Stack, answers_ok, build_stack, start_run, wait_until  # noqa: E402
 from services.queues.keys import policy_version_key  # noqa: E402
 from trainer_svc.checkpoints import checkpoint_name, checkpoints_root  # noqa: E402
 
@@ -239,8 +239,8 @@ def schedule(clean: int, rounds: int) -> tuple[list[tuple[int, Fault]], int]:
 def everything_up(stack: Stack, watch: Watch) -> bool:
     supervisor = stack.supervisor
     return (all(supervisor.alive(n) for n in ("worker", "inference", "proposer", "solver", "trainer"))
-            and ready(stack.url("inference") + "/health") and ready(stack.url("proposer") + "/readyz")
-            and ready(stack.url("solver") + "/readyz"))
+            and answers_ok(stack.url("inference") + "/health") and answers_ok(stack.url("proposer") + "/readyz")
+            and answers_ok(stack.url("solver") + "/readyz"))
 
 
 def run(clean: int, rounds: int, batch_size: int, work: Path, seeds: Path) -> dict[str, Any]:
