@@ -7,7 +7,6 @@ are right, and can check every reward of Eq 4-6 and every episode the step publi
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,12 +49,6 @@ def solve_abduction(instruction: str, seen: int) -> str:
 SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
            "propose/induction": propose_induction, "solve/deduction": solve_deduction,
            "solve/abduction": solve_abduction, "solve/induction": solve_induction}
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[Executor]:
-    with Executor(workers=1) as running:
-        yield running
 
 
 @pytest.fixture()

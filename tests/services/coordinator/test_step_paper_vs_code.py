@@ -5,10 +5,8 @@ the solver's program. Real executor, store and queue; the model is scripted, so 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from scripted_engine import ScriptedEngine, block, fenced, propose_induction, r1
 
 from executor_svc.executor import Executor
@@ -47,12 +45,6 @@ def solve_induction(_: str, __: int) -> str:
 SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
            "propose/induction": propose_induction, "solve/deduction": solve_deduction,
            "solve/abduction": solve_abduction, "solve/induction": solve_induction}
-
-
-@pytest.fixture(scope="module")
-def executor() -> Iterator[Executor]:
-    with Executor(workers=1) as running:
-        yield running
 
 
 def run_step(tmp_path: Path, executor: Executor, *, unlearnable: float, gold_imports: bool) -> list[Episode]:
