@@ -46,7 +46,7 @@ from services.inference.prefill import (  # noqa: E402
     shared_prefix_plan,
 )
 from services.ports import ProposeContext, SamplingParams  # noqa: E402
-from services.records import SolveTask  # noqa: E402
+from services.records import InductionSolveTask, IOSolveTask  # noqa: E402
 from services.rollouts.proposing import proposer_instruction  # noqa: E402
 from services.rollouts.solving import solver_instruction  # noqa: E402
 
@@ -70,13 +70,13 @@ def step_prompts(engine: LocalEngine, batch_size: int, rng: random.Random) -> tu
     solvers = []
     for _ in range(batch_size):
         row = rng.choice(triplets)
-        solvers.append(solver_instruction(TaskType.DEDUCTION, SolveTask(program=row["snippet"], input=row["input"],
-                                                                        output=row["output"])))
+        solvers.append(solver_instruction(TaskType.DEDUCTION, IOSolveTask(program=row["snippet"], input=row["input"],
+                                                                          output=row["output"])))
         row = rng.choice(triplets)
-        solvers.append(solver_instruction(TaskType.ABDUCTION, SolveTask(program=row["snippet"], input=row["input"],
-                                                                        output=row["output"])))
+        solvers.append(solver_instruction(TaskType.ABDUCTION, IOSolveTask(program=row["snippet"], input=row["input"],
+                                                                          output=row["output"])))
         row = rng.choice(programs)
-        solvers.append(solver_instruction(TaskType.INDUCTION, SolveTask(
+        solvers.append(solver_instruction(TaskType.INDUCTION, InductionSolveTask(
             program=row["snippet"], inputs=row["inputs"], outputs=row["outputs"], message=row["message"])))
     return [engine.prompt_ids(text) for text in proposers], [engine.prompt_ids(text) for text in solvers]
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from services.algorithm.task_types import Role, TaskType
+from services.execution import ExecStatus
 
-RECORD_SCHEMA_VERSION = 2
-"""Bumped whenever the shape of the records below changes (2: format verdicts beside the extracted task/answer)."""
+RECORD_SCHEMA_VERSION = 3
+"""Bumped whenever the shape of the records below changes (2: format verdicts beside the extracted task/answer;
+3: proposed and solver tasks are one type per shape, told apart by `kind`; a solution's status is an ExecStatus)."""
 
 
 def _utcnow() -> datetime:
@@ -101,13 +104,36 @@ class Episode(BaseModel):
     format_ok: bool | None = None  # the response's Eq 6 format verdict (R1 template)
 
 
-class ProposedTask(BaseModel):
-    """The task a proposer response parsed into (before validation): a program and its input(s)."""
+def _task_kind(value: Any) -> str | None:
+    """The `kind` tag of a task union member; a JSON body may leave it out: `inputs` marks an induction task."""
+    if isinstance(value, dict):
+        kind = value.get("kind")
+        if kind is not None:
+            return str(kind)
+        return "induction" if "inputs" in value else "io"
+    return getattr(value, "kind", None)
 
-    program: str  # deduction/abduction: the proposed program; induction: the buffer program it was shown
-    input: str | None = None  # deduction/abduction: argument source text
-    inputs: list[str] | None = None  # induction: N argument source texts
-    message: str | None = None  # induction: the hint for the solver
+
+class ProposedIOTask(BaseModel):
+    """A deduction or abduction proposal as parsed (before validation): the proposed program and one input."""
+
+    kind: Literal["io"] = "io"
+    program: str
+    input: str  # argument source text
+
+
+class ProposedInductionTask(BaseModel):
+    """An induction proposal as parsed (before validation): the buffer program it was shown, its inputs, a hint."""
+
+    kind: Literal["induction"] = "induction"
+    program: str  # the program the proposer was shown (it proposes inputs for it, not a program)
+    inputs: list[str]  # N argument source texts
+    message: str  # the hint for the solver
+
+
+ProposedTask = Annotated[Annotated[ProposedIOTask, Tag("io")] | Annotated[ProposedInductionTask, Tag("induction")],
+                         Discriminator(_task_kind)]
+"""The task a proposer response parsed into, one type per shape (tag `kind`)."""
 
 
 class Proposal(BaseModel):
@@ -128,16 +154,37 @@ class Proposal(BaseModel):
     finish_reason: str = "stop"
 
 
-class SolveTask(BaseModel):
-    """A task as the solver API receives it: enough to build the solver prompt and to check an answer."""
+class IOSolveTask(BaseModel):
+    """A deduction or abduction task as the solver API receives it. Deduction shows `input` and checks against the
+    gold `output`; abduction shows `output` and runs f on the answer (the gold `input` is never shown)."""
 
+    kind: Literal["io"] = "io"
     task_id: str | None = None
     program: str
-    input: str | None = None  # deduction: shown; abduction: the gold input (never shown)
-    output: str | None = None  # abduction: shown; deduction: the gold output (never shown)
-    inputs: list[str] | None = None  # induction: all N inputs (the first N//2 shown)
-    outputs: list[str] | None = None  # induction: all N outputs
-    message: str | None = None  # induction
+    input: str
+    output: str
+
+
+class InductionSolveTask(BaseModel):
+    """An induction task as the solver API receives it: the first N//2 pairs and the message are shown, the
+    program is written from them and judged on the rest (§3.2)."""
+
+    kind: Literal["induction"] = "induction"
+    task_id: str | None = None
+    program: str  # the gold program (never shown)
+    inputs: list[str]  # all N inputs
+    outputs: list[str]  # all N outputs
+    message: str
+
+    @property
+    def split(self) -> int:
+        """Index of the first hidden pair: the solver sees the first N//2 pairs (§3.2)."""
+        return len(self.inputs) // 2
+
+
+SolveTask = Annotated[Annotated[IOSolveTask, Tag("io")] | Annotated[InductionSolveTask, Tag("induction")],
+                      Discriminator(_task_kind)]
+"""A task as the solver receives it, one type per shape (tag `kind`): enough to build the prompt and check answers."""
 
 
 class Solution(BaseModel):
@@ -157,4 +204,4 @@ class Solution(BaseModel):
     finish_reason: str = "stop"
     checked: bool = False
     correct: bool | None = None  # set when checked
-    exec_status: str | None = None  # the executor's status when checked (ok, wrong_answer, timeout, ...)
+    exec_status: ExecStatus | None = None  # the executor's status when checked; None when nothing ran

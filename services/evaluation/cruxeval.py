@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.algorithm.task_types import TaskType
-from services.records import Solution, SolveTask
+from services.records import IOSolveTask, Solution
 
 
 class Split(StrEnum):
@@ -72,9 +72,9 @@ def row_from_object(line: int, obj: dict[str, Any], where: str) -> CruxRow:
                             f"and optionally id): {problems}") from None
 
 
-def solve_task(row: CruxRow) -> SolveTask:
+def solve_task(row: CruxRow) -> IOSolveTask:
     """The row as a solver task of either split (the prompt shows the input for O, the output for I)."""
-    return SolveTask(task_id=row.id, program=row.code, input=row.input, output=row.output)
+    return IOSolveTask(task_id=row.id, program=row.code, input=row.input, output=row.output)
 
 
 def gold_answer(row: CruxRow, split: Split) -> str:

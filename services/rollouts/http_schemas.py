@@ -13,6 +13,7 @@ from services.algorithm.task_types import TaskType
 from services.json_types import INTEGER_NOT_BOOL_OR_TEXT, JsonInt
 from services.ports import SamplingParams
 from services.records import RECORD_SCHEMA_VERSION, Proposal, Solution, SolveTask
+from services.rollouts.solving import task_shape_error
 
 MAX_PROPOSALS_PER_REQUEST = 512
 MAX_TASKS_PER_REQUEST = 512
@@ -74,13 +75,9 @@ class SolveRequest(BaseModel):
     @model_validator(mode="after")
     def _check_tasks(self) -> SolveRequest:
         for index, task in enumerate(self.tasks):
-            if self.task_type is TaskType.INDUCTION:
-                if not task.inputs or not task.outputs or len(task.inputs) != len(task.outputs) or len(task.inputs) < 2:
-                    raise ValueError(f"tasks[{index}]: induction needs >= 2 inputs and as many outputs")
-                if task.message is None:
-                    raise ValueError(f"tasks[{index}]: induction needs a message")
-            elif task.input is None or task.output is None:
-                raise ValueError(f"tasks[{index}]: {self.task_type.value} needs input and output")
+            error = task_shape_error(self.task_type, task)
+            if error is not None:
+                raise ValueError(f"tasks[{index}]: {error}")
         return self
 
 

@@ -13,7 +13,7 @@ from services.algorithm.prompts import proposer_prompt
 from services.algorithm.task_types import Role, TaskType
 from services.ports import Completion, InferenceEngine, SamplingParams
 from services.ports.rollouts import ProposalsAndSolutions, ProposeContext
-from services.records import Proposal, ProposedTask, Solution, SolveTask
+from services.records import Proposal, ProposedInductionTask, ProposedIOTask, ProposedTask, Solution, SolveTask
 from services.rollouts.solving import solution_record, solver_instruction
 
 
@@ -26,10 +26,10 @@ def proposed_task(reading: Reading, context: ProposeContext) -> ProposedTask | N
     """The task a proposer reading extracted (whatever its format verdict), or None."""
     extracted = reading.extracted
     if isinstance(extracted, ProgramProposal):
-        return ProposedTask(program=extracted.program, input=extracted.input)
+        return ProposedIOTask(program=extracted.program, input=extracted.input)
     if isinstance(extracted, InductionProposal):
         shown = context.references[0].program
-        return ProposedTask(program=shown, inputs=list(extracted.inputs), message=extracted.message)
+        return ProposedInductionTask(program=shown, inputs=list(extracted.inputs), message=extracted.message)
     return None
 
 

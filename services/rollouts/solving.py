@@ -18,34 +18,41 @@ from services.algorithm.parsing import (
 from services.algorithm.prompts import ReferenceTriplet, induction_solver_prompt, solver_prompt
 from services.algorithm.static_check import check_program
 from services.algorithm.task_types import Role, TaskType
-from services.execution import CheckResult
+from services.execution import CheckResult, ExecStatus
 from services.ports import BufferEntry, CodeExecutor, Completion, InferenceEngine, SamplingParams
-from services.records import InductionTask, Solution, SolveTask
+from services.records import InductionSolveTask, InductionTask, IOSolveTask, Solution, SolveTask
 from services.rollouts.executor_faults import with_fault_retry
 
 
 def solve_task_from_entry(entry: BufferEntry) -> SolveTask:
     """The solver-facing view of a buffer entry (all gold values kept for checking; the prompt hides them)."""
     if isinstance(entry, InductionTask):
-        return SolveTask(task_id=entry.id, program=entry.program, inputs=entry.inputs, outputs=entry.outputs,
-                         message=entry.message)
-    return SolveTask(task_id=entry.id, program=entry.program, input=entry.input, output=entry.output)
+        return InductionSolveTask(task_id=entry.id, program=entry.program, inputs=entry.inputs, outputs=entry.outputs,
+                                  message=entry.message)
+    return IOSolveTask(task_id=entry.id, program=entry.program, input=entry.input, output=entry.output)
 
 
-def given_split(task: SolveTask) -> int:
-    """Index of the first hidden induction pair: the solver sees the first N//2 pairs (§3.2)."""
-    return len(task.inputs or []) // 2
+def task_shape_error(task_type: TaskType, task: SolveTask) -> str | None:
+    """Why `task` cannot be a `task_type` task (an induction type with an I/O task or the reverse, unequal
+    induction pairs), or None when it can."""
+    if task_type is TaskType.INDUCTION:
+        if not isinstance(task, InductionSolveTask):
+            return "induction needs inputs, outputs and a message"
+        if len(task.inputs) != len(task.outputs) or len(task.inputs) < 2:
+            return "induction needs >= 2 inputs and as many outputs"
+        return None
+    if not isinstance(task, IOSolveTask):
+        return f"{task_type.value} needs input and output"
+    return None
 
 
 def solver_instruction(task_type: TaskType, task: SolveTask) -> str:
     """The task instruction of Figs 37-39 (the R1 wrapper is the engine's job)."""
-    if task_type is TaskType.INDUCTION:
-        if not task.inputs or not task.outputs or task.message is None or len(task.inputs) != len(task.outputs):
-            raise ValueError("an induction task needs inputs, outputs (as many) and a message")
-        split = given_split(task)
-        return induction_solver_prompt(list(zip(task.inputs[:split], task.outputs[:split])), task.message)
-    if task.input is None or task.output is None:
-        raise ValueError(f"a {task_type} task needs its input and output")
+    error = task_shape_error(task_type, task)
+    if error is not None:
+        raise ValueError(error)
+    if isinstance(task, InductionSolveTask):
+        return induction_solver_prompt(list(zip(task.inputs[:task.split], task.outputs[:task.split])), task.message)
     return solver_prompt(task_type, ReferenceTriplet(task.program, task.input, task.output))
 
 
@@ -83,14 +90,14 @@ def check_answer(executor: CodeExecutor, task_type: TaskType, task: SolveTask, a
     """The executor's verdict on one answer: deduction compares values, abduction runs f(answer), induction runs
     the agent's program on every hidden input (§3.2); with ``induction_gold_imports``, after the gold program's import
     statements (the released code's check)."""
-    if task_type is TaskType.DEDUCTION:
-        assert task.output is not None
-        return executor.check_deduction(task.output, answer)
-    if task_type is TaskType.ABDUCTION:
-        assert task.output is not None
+    error = task_shape_error(task_type, task)
+    if error is not None:
+        raise ValueError(error)
+    if isinstance(task, IOSolveTask):
+        if task_type is TaskType.DEDUCTION:
+            return executor.check_deduction(task.output, answer)
         return executor.check_abduction(task.program, task.output, answer)
-    assert task.inputs is not None and task.outputs is not None
-    split = given_split(task)
+    split = task.split
     if not induction_gold_imports:
         return executor.check_induction(answer, task.inputs[split:], task.outputs[split:])
     imports = check_program(task.program).imports
@@ -101,8 +108,7 @@ def with_verdict(solution: Solution, verdict: CheckResult | None) -> Solution:
     """The solution marked checked: not run (a format error, or no answer) -> incorrect with no status."""
     if verdict is None:
         return solution.model_copy(update={"checked": True, "correct": False, "exec_status": None})
-    return solution.model_copy(update={"checked": True, "correct": verdict.correct,
-                                       "exec_status": verdict.status.value})
+    return solution.model_copy(update={"checked": True, "correct": verdict.correct, "exec_status": verdict.status})
 
 
 def check_solution(executor: CodeExecutor, task_type: TaskType, task: SolveTask, solution: Solution, *,
@@ -130,4 +136,4 @@ def checked_or_fault(checked: Solution | None, solution: Solution) -> Solution:
     `check: true`, an evaluation): never silently right."""
     if checked is not None:
         return checked
-    return solution.model_copy(update={"checked": True, "correct": False, "exec_status": "sandbox_error"})
+    return solution.model_copy(update={"checked": True, "correct": False, "exec_status": ExecStatus.SANDBOX_ERROR})

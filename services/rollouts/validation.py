@@ -15,7 +15,7 @@ from services.algorithm.seed_programs import strip_seed_program
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
 from services.ports import BufferEntry, CodeExecutor
-from services.records import InductionTask, Proposal, Triplet, TripletSource
+from services.records import InductionTask, Proposal, ProposedInductionTask, Triplet, TripletSource
 from services.rollouts.executor_faults import with_fault_retry
 
 
@@ -43,8 +43,9 @@ def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, 
     if task is None:
         return ValidatedProposal(proposal, None, proposal.parse_failure, None)
     what = f"validation of a {proposal.task_type.value} proposal"
-    if proposal.task_type is TaskType.INDUCTION:
-        assert task.inputs is not None and task.message is not None
+    if (proposal.task_type is TaskType.INDUCTION) != isinstance(task, ProposedInductionTask):
+        raise ValueError(f"a {proposal.task_type.value} proposal carries a {task.kind} task")
+    if isinstance(task, ProposedInductionTask):
         inputs = list(task.inputs)
         induction = with_fault_retry(lambda: executor.validate_induction(task.program, inputs),
                                      lambda result: result.status, what)
@@ -56,7 +57,6 @@ def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, 
                                            message=task.message, source=source, step=step,
                                            policy_version=policy_version)
         return ValidatedProposal(proposal, ExecStatus.OK.value, None, entry)
-    assert task.input is not None
     program, given = strip_seed_program(task.program) if strip else task.program, task.input
     single = with_fault_retry(lambda: executor.validate_proposal(program, given), lambda result: result.status, what)
     if single is None:

@@ -14,13 +14,13 @@ from throwaway_servers import LoopbackServer
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
-from services.records import Solution, SolveTask
+from services.records import IOSolveTask, Solution
 from services.rollouts.solving import check_solution
 from services.settings import Settings
 from solver_api.app import create_solver_app
 from solver_api.prometheus_metrics import SolverMetrics
 
-TASK = SolveTask(program="def f(x):\n    return x * 2", input="3", output="6")
+TASK = IOSolveTask(program="def f(x):\n    return x * 2", input="3", output="6")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from services.evaluation.dataset import load_rows
 from services.evaluation.periodic import PeriodicEvaluation
 from services.evaluation.runner import run_cruxeval
 from services.ports import Completion, SamplingParams, greedy_sampling
-from services.records import SolveTask
+from services.records import IOSolveTask
 from services.rollouts.http_schemas import MAX_TASKS_PER_REQUEST
 from services.settings import Settings
 from solver_api.app import create_solver_app
@@ -132,7 +132,7 @@ def test_over_http_the_solver_api_gives_the_same_results(rows: list[CruxRow], ex
 def test_http_rollouts_split_more_tasks_than_one_request_carries() -> None:
     engine = RecordingEngine({"solve/deduction": lambda instruction, _seen: r1(fenced("output",
                                                                                       block(instruction, "input")))})
-    tasks = [SolveTask(task_id=str(i), program="def f(x):\n    return x", input=str(i), output=str(i))
+    tasks = [IOSolveTask(task_id=str(i), program="def f(x):\n    return x", input=str(i), output=str(i))
              for i in range(MAX_TASKS_PER_REQUEST + 3)]
     with LoopbackServer(create_solver_app(Settings(api_token=TOKEN, max_request_bytes=4_000_000),
                                           engine=engine)) as url:
