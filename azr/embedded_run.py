@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from azr.embedded_trainer import InProcessTrainer, replay_uncommitted_steps
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.step_metrics import MetricsLog
 from services.settings import Settings
@@ -30,19 +29,16 @@ class EmbeddedRun:
     def __init__(self, settings: Settings, progress: Callable[[str], None],
                  prometheus: CoordinatorMetrics | None = None) -> None:
         """`prometheus`: record the steps and the executor's tasks there (what `azr run` serves on `/metrics`)."""
-        from azr.factory import local_executor, self_play
+        from azr import factory
         from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
-        from services.queues import open_applied_episode_log, open_episode_queue, open_policy_version_board
-        from services.store import open_store
 
         self.settings, self.say = settings, progress
         self.closers: list[Callable[[], None]] = []
         try:
-            self.store = open_store(settings.database_url, buffer_cap=settings.buffer_cap, create=True)
+            self.store = factory.run_store(settings, create=True)
             self.closers.append(self.store.close)
-            self.store.ensure_run(settings.run_id, settings.resolved())
-            self.executor = local_executor(settings, prometheus.registry if prometheus is not None else None)
+            self.executor = factory.local_executor(settings, prometheus.registry if prometheus is not None else None)
             self.closers.append(self.executor.close)
             progress(f"executor ready: {settings.executor_workers} workers, isolation {self.executor.isolation}")
             threads = self._torch_threads(settings)
@@ -59,23 +55,22 @@ class EmbeddedRun:
             else:
                 progress(f"model {settings.model} loaded from {served}; generating in "
                          f"{self.engine.model_info()['dtype']} (AZR_LOCAL_ENGINE_DTYPE)")
-            self.queue = open_episode_queue(settings)
+            channels = factory.episode_channels(settings)  # shared by the loop and the in-process trainer
+            self.queue, self.board = channels.queue, channels.board
             if prometheus is not None:
                 prometheus.watch_episode_queue(self.queue)
-            self.board = open_policy_version_board(settings)
             trainer = InProcessTrainer(loaded=self.loaded, settings=settings, queue=self.queue,
-                                       applied_log=open_applied_episode_log(settings), engines=[self.engine],
-                                       board=self.board,
+                                       applied_log=channels.applied_log, engines=[self.engine], board=self.board,
                                        before_update=threads.for_update if threads is not None else None)
             self.loaded.trainer.on_micro_batch = update_progress_line(progress)
             trainer.start()  # the engine serves the trainer's bf16 weights, the board its version
             self.trainer = trainer
             replay_uncommitted_steps(self.store, settings.run_id, trainer, self.queue, progress)
-            rollouts = EngineRollouts(self.engine, reject_multiple_functions=settings.reject_multiple_functions)
-            built = self_play(settings, store=self.store, executor=self.executor, rollouts=rollouts,
-                              episodes=self.queue, metrics=MetricsLog(settings.run_dir / "metrics.jsonl"),
-                              say=progress, updater=trainer,
-                              on_step=prometheus.observe_step if prometheus is not None else None)
+            built = factory.self_play(settings, store=self.store, executor=self.executor,
+                                      rollouts=factory.rollouts(settings, self.engine), episodes=self.queue,
+                                      metrics=MetricsLog(settings.run_dir / "metrics.jsonl"), say=progress,
+                                      updater=trainer,
+                                      on_step=prometheus.observe_step if prometheus is not None else None)
             self.step_runner, self.loop = built.step_runner, built.loop
             self.closers.append(self.step_runner.close)
         except BaseException:

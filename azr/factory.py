@@ -1,18 +1,19 @@
-"""The pieces whose adapter a setting picks, built from settings for both profiles: the executor, the inference
-engine, and the self-play loop around them; the commands and the embedded runner get them here. What is not built
-here: the store and the episode channels, which have their own factories beside their adapters
-(`services.store.open_store`, `services.queues.open_episode_queue` and its siblings); rollouts, built by the caller,
-which knows its profile (`EngineRollouts` over a local engine, `HttpRollouts` to the proposer/solver APIs); and the
-engines of commands that only ever use one (`azr run`, `azr eval` and `azr serve inference` load the local engine,
-the trainer pushes weights to SGLang clients).
+"""The one place the commands and the embedded runner get the pieces whose adapter a setting picks: the store, the
+episode channels, the executor, the inference engine, the rollouts and the self-play loop around them. (The adapters
+keep their own low-level openers, `services.store.open_store` and `services.queues.open_*`, which take explicit
+arguments for tests and tools; the commands do not call them.) Commands that only ever use one engine load it
+themselves: `azr run`, `azr eval` and `azr serve inference` the local engine, the trainer SGLang clients to push to.
 
 Which adapter a setting picks:
+- store: SQLAlchemy over `database_url` (the run's SQLite file embedded, PostgreSQL distributed);
+- episode channels (queue, applied-episode log, policy-version board): Redis when `queue_backend = redis`, else
+  in-process objects the loop and the in-process trainer share;
 - executor: RQ jobs on `azr worker executor` processes when the queues are Redis (distributed), else an in-process
   pool of sandbox workers (embedded; also what a worker, `validate` and `eval` run themselves);
 - inference engine: SGLang servers when `inference_backend = sglang` (only the served model's tokenizer is loaded,
   from the directory the model-prep step prepared), else the local transformers engine;
-- rollouts: the caller's (HTTP to the proposer/solver APIs, or the local engine); the step, the loop options, the
-  periodic evaluation and the loop are the same in both profiles.
+- rollouts: over a local engine when the process holds one, else HTTP to the proposer/solver APIs; the step, the
+  loop options, the periodic evaluation and the loop are the same in both profiles.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from services.coordinator.loop import SelfPlayLoop, StepObserver
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
 from services.ports import (
+    AppliedEpisodeLog,
     CodeExecutor,
     EpisodeQueue,
     InferenceEngine,
@@ -39,8 +41,58 @@ from services.ports import (
     TripletStore,
 )
 from services.settings import Settings
+from services.store import SqlTripletStore
 
 Say = Callable[[str], None]
+
+
+def triplet_store(settings: Settings, *, create: bool = False) -> SqlTripletStore:
+    """The buffers, steps and episodes on `settings.database_url`. `create=True` brings the schema to head first
+    (the embedded profile, `azr seeds import`); otherwise a database not at head is refused (`azr db upgrade`)."""
+    from services.store import open_store
+
+    return open_store(settings.database_url, buffer_cap=settings.buffer_cap, create=create)
+
+
+def run_store(settings: Settings, *, create: bool = False) -> SqlTripletStore:
+    """`triplet_store` with the run registered under its resolved settings (what a self-play process opens)."""
+    store = triplet_store(settings, create=create)
+    try:
+        store.ensure_run(settings.run_id, settings.resolved())
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+@dataclass
+class EpisodeChannels:
+    """What carries episodes and the policy version between the self-play loop and the trainer. In-process
+    channels are plain objects: the loop and the in-process trainer must share these, never open a second set."""
+
+    queue: EpisodeQueue
+    applied_log: AppliedEpisodeLog
+    board: PolicyVersionBoard
+
+
+def episode_channels(settings: Settings) -> EpisodeChannels:
+    """Redis streams and keys under the run's prefix when `queue_backend = redis`, else in-process ones."""
+    from services.queues import open_applied_episode_log, open_episode_queue, open_policy_version_board
+
+    return EpisodeChannels(queue=open_episode_queue(settings), applied_log=open_applied_episode_log(settings),
+                           board=open_policy_version_board(settings))
+
+
+def rollouts(settings: Settings, engine: InferenceEngine | None = None) -> Rollouts:
+    """Rollouts over `engine` when the process holds one (embedded run, eval), else HTTP to the proposer and solver
+    APIs (the distributed coordinator)."""
+    if engine is not None:
+        from services.coordinator.engine_rollouts import EngineRollouts
+
+        return EngineRollouts(engine, reject_multiple_functions=settings.reject_multiple_functions)
+    from services.coordinator.http_rollouts import HttpRollouts
+
+    return HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value())
 
 
 def local_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> Executor:

@@ -28,47 +28,43 @@ def coordinator(
     config: Annotated[Path | None, config_option()] = None,
 ) -> None:
     """Run self-play steps against the proposer/solver APIs, RQ executor workers and the trainer."""
-    from azr.factory import code_executor, executor_queue_depth, import_seed_files, self_play
-    from services.coordinator.http_rollouts import HttpRollouts
+    from azr import factory
     from services.coordinator.prometheus_metrics import CoordinatorMetrics
     from services.coordinator.step_metrics import MetricsLog
     from services.metrics_endpoint import serve_metrics
-    from services.queues import open_episode_queue, open_policy_version_board
     from services.reporting.metric_sinks import open_metric_sinks
-    from services.store import open_store
 
     settings = cli_settings(config, production=True, **command_line_values(ctx, steps=steps, run_id=run_id))
     settings.save_resolved()
-    store = open_store(settings.database_url, buffer_cap=settings.buffer_cap)
-    store.ensure_run(settings.run_id, settings.resolved())
+    store = factory.run_store(settings)
     prometheus = CoordinatorMetrics()
-    executor = code_executor(settings, prometheus.registry, ride_through_redis_outages=True)
-    episodes = open_episode_queue(settings)
-    prometheus.watch_episode_queue(episodes)
-    depth = executor_queue_depth(executor)
+    executor = factory.code_executor(settings, prometheus.registry, ride_through_redis_outages=True)
+    channels = factory.episode_channels(settings)
+    prometheus.watch_episode_queue(channels.queue)
+    depth = factory.executor_queue_depth(executor)
     if depth is not None:
         prometheus.watch_executor_queue(depth)
     endpoint = serve_metrics(prometheus.registry, settings.coordinator_metrics_port, settings.metrics_address)
-    rollouts = HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value())
+    rollouts = factory.rollouts(settings)  # no local engine: HTTP to the proposer and solver APIs
     say = lambda message: typer.echo(message, err=True)  # noqa: E731
     metrics = MetricsLog(settings.run_dir / "metrics.jsonl", sinks=open_metric_sinks(settings, say))
-    built = self_play(settings, store=store, executor=executor, rollouts=rollouts, episodes=episodes,
-                      metrics=metrics, say=say, versions=open_policy_version_board(settings),
-                      on_step=prometheus.observe_step, steps_are_total=True)
+    built = factory.self_play(settings, store=store, executor=executor, rollouts=rollouts, episodes=channels.queue,
+                              metrics=metrics, say=say, versions=channels.board, on_step=prometheus.observe_step,
+                              steps_are_total=True)
     loop = built.loop
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: loop.request_stop())
     try:
         if loop.last_step() == 0:
-            import_seed_files(settings, store, executor, say)
+            factory.import_seed_files(settings, store, executor, say)
         loop.run(policy_version=loop.versions.current() if loop.versions else 0)
     finally:
         metrics.close()
         built.step_runner.close()
-        rollouts.close()
-        close = getattr(executor, "close", None)
-        if callable(close):
-            close()
+        for closable in (rollouts, executor):
+            close = getattr(closable, "close", None)
+            if callable(close):
+                close()
         store.close()
         if endpoint is not None:
             endpoint.close()

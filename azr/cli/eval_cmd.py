@@ -148,8 +148,7 @@ def cruxeval(
 def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: list[CruxRow], splits: list[Split],
                   *, batch_size: int, max_new_tokens: int) -> None:
     """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
-    from azr.factory import local_executor
-    from services.coordinator.engine_rollouts import EngineRollouts
+    from azr.factory import local_executor, rollouts
     from services.evaluation.runner import run_cruxeval
     from services.inference.local_engine import LocalEngine
     from services.ports import InferenceError
@@ -169,7 +168,7 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
         say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
             f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
             f"at most {max_new_tokens} tokens")
-        report = run_cruxeval(EngineRollouts(engine), executor, rows, splits, max_new_tokens=max_new_tokens,
+        report = run_cruxeval(rollouts(settings, engine), executor, rows, splits, max_new_tokens=max_new_tokens,
                               batch_size=batch_size, check_parallelism=settings.executor_workers * 2,
                               progress=say)
     for sample in report.samples:

@@ -31,15 +31,14 @@ def import_file(
     """Validate every row (in-process sandboxes, or RQ jobs when AZR_QUEUE_BACKEND=redis) and store the valid
     ones with source=seed; print a JSON summary (stored, duplicate, rejected by status). Exit status 2 when a line
     could not be read as a row."""
-    from azr.factory import code_executor
-    from services.store import open_store
+    from azr.factory import code_executor, triplet_store
     from services.store.seed_import import INVALID_ROW, import_seeds
 
     settings = cli_settings(**command_line_values(ctx, {"backend": "executor_backend"}, database_url=database_url,
                                                   backend=backend))
     executor = code_executor(settings)
     try:
-        with open_store(settings.database_url, buffer_cap=settings.buffer_cap, create=True) as store:
+        with triplet_store(settings, create=True) as store:
             summary = import_seeds(file, executor, store, buffer=buffer.value,
                                    parallel=settings.executor_workers * 2)
     finally:

@@ -111,13 +111,12 @@ def serve_proposer(
     and inference engine."""
     import uvicorn
 
-    from azr.factory import code_executor
+    from azr.factory import code_executor, triplet_store
     from proposer_api.app import create_proposer_app
-    from services.store import open_store
 
     settings = cli_settings(production=True)
     migrate = settings.profile == "embedded" if upgrade_db is None else upgrade_db
-    store = open_store(settings.database_url, buffer_cap=settings.buffer_cap, create=migrate)
+    store = triplet_store(settings, create=migrate)
     executor = code_executor(settings)
     engine = None
     try:

@@ -44,10 +44,10 @@ def trainer(
     config: Annotated[Path | None, config_option()] = None,
 ) -> None:
     """Train on episodes from the run's Redis episode stream until stopped (distributed profile)."""
+    from azr.factory import episode_channels
     from services.inference.model_registry import resolve_model
     from services.metrics_endpoint import serve_metrics
     from services.ports import InferenceError
-    from services.queues import open_applied_episode_log, open_episode_queue, open_policy_version_board
     from services.reporting.metric_sinks import open_metric_sinks
     from trainer_svc.distributed_env import broadcast_from_main, join_torchrun_job, shutdown
     from trainer_svc.prometheus_metrics import TrainerMetrics
@@ -83,11 +83,12 @@ def trainer(
         from services.inference.sglang_client import SGLangClient
 
         engines.append(SGLangClient.from_settings(settings, model_dir))
-    board = open_policy_version_board(settings)
+    channels = episode_channels(settings)
+    board = channels.board
     metrics = TrainerMetrics()
     sinks = open_metric_sinks(settings, lambda message: typer.echo(message, err=True))
-    service = TrainerService(loaded=loaded, settings=settings, queue=open_episode_queue(settings),
-                             applied_log=open_applied_episode_log(settings), run_dir=settings.run_dir,
+    service = TrainerService(loaded=loaded, settings=settings, queue=channels.queue,
+                             applied_log=channels.applied_log, run_dir=settings.run_dir,
                              engines=engines, board=board, consumer=consumer,
                              read_count=6 * settings.batch_size, metrics=metrics, sinks=sinks)
     endpoint = serve_metrics(metrics.registry, settings.trainer_metrics_port, settings.metrics_address)
