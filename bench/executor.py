@@ -5,7 +5,7 @@ Baselines (each does the same work as one of our validations: run f(input) twice
 - B: one reused interpreter in a single-worker pool, exec'ing the program twice in one process — what the
   authors' executor does (no isolation between tasks; a poisoned builtin leaks into the next task).
 
-Targets (issue #3): process >= 8x A and >= 1x B while isolating every task; docker >= 0.5x process.
+Targets: process >= 8x A and >= 1x B while isolating every task; docker >= 0.5x process.
 
     .venv/bin/python bench/executor.py [--limit 200] [--workers 2] [--backends process,docker] [--rounds 3]
 

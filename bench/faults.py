@@ -1,4 +1,4 @@
-"""Fault injection on the whole distributed pipeline (issue #28): while steps run, a schedule SIGKILLs and restarts
+"""Fault injection on the whole distributed pipeline: while steps run, a schedule SIGKILLs and restarts
 one thing at a time, then checks what a platform team would check.
 
 The stack (bench/fault_stack.py): a throwaway Redis with its AOF, a private PostgreSQL cluster, an RQ executor

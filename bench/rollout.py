@@ -1,4 +1,4 @@
-"""Where a self-play step's wall time goes: generation / executor / store+queue / training / other (issue #5).
+"""Where a self-play step's wall time goes: generation / executor / store+queue / training / other.
 
 Target: everything that is neither generation nor training stays under 10% of the step. The split comes from the
 `time/<phase>` keys of each step's metrics line (services/coordinator/step_metrics.py PhaseTimer); the script also
