@@ -79,6 +79,22 @@ class _RoleEpisodes:
     dropped: int
 
 
+@dataclass(frozen=True)
+class _SolveSlot:
+    """One task of a solver batch and its answer when the proposers' generation already made one (None: to make)."""
+
+    task: SolveTask
+    answer: Solution | None = None
+
+
+@dataclass(frozen=True)
+class _PendingSample:
+    """A learnability sample and the check of its answer (shared by the samples that give the same answer)."""
+
+    solution: Solution
+    check: Future[Solution | None]
+
+
 @dataclass
 class _Learnability:
     """The n checked samples of each valid, well-formed proposal (by proposal index) and the dropped samples."""
@@ -135,7 +151,7 @@ class SelfPlayStep:
         learn_checks = self._learnability_checks(scored, learn_sampling, timer)
         batches = {t: self._solve_batch(valid[t], fills[t], rolled.solutions.get(t, []), rng) for t in TaskType}
         solve_checks = self._solve_and_check(batches, self.config.sampling(seed=rng.getrandbits(31)), timer)
-        batches_tasks = {t: [task for task, _ in batches[t]] for t in TaskType}
+        batches_tasks = {t: [slot.task for slot in batches[t]] for t in TaskType}
 
         episodes: list[Episode] = []
         metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
@@ -195,7 +211,7 @@ class SelfPlayStep:
         return kept + [rng.choice(kept) for _ in range(len(tasks) - len(kept))]
 
     def _solve_batch(self, valid: dict[int, BufferEntry], fill: list[SolveTask], fill_answers: list[Solution],
-                     rng: random.Random) -> list[tuple[SolveTask, Solution | None]]:
+                     rng: random.Random) -> list[_SolveSlot]:
         """A solver batch of B (§3.3.2): this step's valid tasks first (new or not, each once), then the fill drawn
         before proposing, without the tasks this step already holds; each with its answer when the proposers'
         generation made one (None: still to generate). A buffer that was empty before the step fills the batch with
@@ -203,19 +219,20 @@ class SelfPlayStep:
         B = self.config.batch_size
         step_tasks = list({entry.id or "": solve_task_from_entry(entry) for entry in valid.values()}.values())[:B]
         held = {task.task_id for task in step_tasks}
-        rest = [(task, answer) for task, answer in zip(fill, fill_answers, strict=True) if task.task_id not in held]
-        batch: list[tuple[SolveTask, Solution | None]] = [(task, None) for task in step_tasks]
+        rest = [_SolveSlot(task, answer) for task, answer in zip(fill, fill_answers, strict=True)
+                if task.task_id not in held]
+        batch = [_SolveSlot(task) for task in step_tasks]
         batch += rest[:B - len(batch)]
         if batch:
-            batch += [(rng.choice(step_tasks), None) for _ in range(B - len(batch))] if step_tasks else []
+            batch += [_SolveSlot(rng.choice(step_tasks)) for _ in range(B - len(batch))] if step_tasks else []
         return batch
 
-    def _solve_and_check(self, batches: dict[TaskType, list[tuple[SolveTask, Solution | None]]],
+    def _solve_and_check(self, batches: dict[TaskType, list[_SolveSlot]],
                          sampling: SamplingParams, timer: PhaseTimer
                          ) -> dict[TaskType, list[list[Future[Solution | None]]]]:
         """Generate the solutions the batches still lack in one call and start every answer's check (awaited
         later)."""
-        missing = {t: [task for task, answer in batch if answer is None] for t, batch in batches.items()}
+        missing = {t: [slot.task for slot in batch if slot.answer is None] for t, batch in batches.items()}
         generated: dict[TaskType, list[list[Solution]]] = {}
         if any(missing.values()):
             with timer.phase("generation"):
@@ -224,15 +241,15 @@ class SelfPlayStep:
         checks: dict[TaskType, list[list[Future[Solution | None]]]] = {}
         for t, batch in batches.items():
             fresh = iter(group[0] for group in generated.get(t, []))
-            checks[t] = [[self.pool.submit(check_solution, self.executor, t, task,
-                                           answer if answer is not None else next(fresh),
+            checks[t] = [[self.pool.submit(check_solution, self.executor, t, slot.task,
+                                           slot.answer if slot.answer is not None else next(fresh),
                                            induction_gold_imports=gold_imports)]
-                         for task, answer in batch]
+                         for slot in batch]
         return checks
 
     def _learnability_checks(
         self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams, timer: PhaseTimer
-    ) -> dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]]:
+    ) -> dict[TaskType, dict[int, list[_PendingSample]]]:
         """n samples per proposal (by index) of every type, from one generation call, each checked on its answer
         whatever its format; a sample whose answer repeats an earlier sample's of the same task shares that check
         (the authors' answer cache)."""
@@ -242,7 +259,7 @@ class SelfPlayStep:
             return {t: {} for t in entries}
         with timer.phase("generation"):
             groups = self.rollouts.solve(tasks, sampling)
-        checks: dict[TaskType, dict[int, list[tuple[Solution, Future[Solution | None]]]]] = {t: {} for t in entries}
+        checks: dict[TaskType, dict[int, list[_PendingSample]]] = {t: {} for t in entries}
         for task_type, type_tasks in tasks.items():
             for index, task, group in zip(indices[task_type], type_tasks, groups[task_type]):
                 by_answer: dict[str | None, Future[Solution | None]] = {}
@@ -253,20 +270,20 @@ class SelfPlayStep:
                         by_answer[key] = self.pool.submit(
                             check_solution, self.executor, task_type, task, solution, learnability=True,
                             induction_gold_imports=self.config.induction_gold_imports)
-                    checks[task_type][index].append((solution, by_answer[key]))
+                    checks[task_type][index].append(_PendingSample(solution, by_answer[key]))
         return checks
 
-    def _await_learnability(self, checks: dict[int, list[tuple[Solution, Future[Solution | None]]]],
+    def _await_learnability(self, checks: dict[int, list[_PendingSample]],
                             timer: PhaseTimer) -> _Learnability:
         learn = _Learnability(samples={})
-        for index, pairs in checks.items():
+        for index, pending in checks.items():
             samples = []
-            for solution, future in pairs:
-                checked = self._await(future, timer)
+            for sample in pending:
+                checked = self._await(sample.check, timer)
                 if checked is None:
                     learn.dropped += 1
                     continue
-                samples.append(solution.model_copy(update={"checked": True, "correct": checked.correct,
+                samples.append(sample.solution.model_copy(update={"checked": True, "correct": checked.correct,
                                                            "exec_status": checked.exec_status}))
             learn.samples[index] = samples
         return learn
