@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
 # `make services`: Redis and PostgreSQL for the tests, installed and started where missing (root; .ci/services.sh).
-.PHONY: setup models services run clean-run record-run lint test test-fast test-precision bench-executor executor-image clean
+.PHONY: setup models services run clean-run record-run lint test test-fast test-precision test-faults bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -64,6 +64,11 @@ test-fast: setup
 # bf16 whatever this one has (bf16 engine, bf16 autocast update; emulated, so slower): CI runs it after `make test`.
 test-precision: setup
 	AZR_CPU_NATIVE_BF16=1 $(PY) -m pytest -m precision
+
+# The fault-injection run's short form (bench/faults.py: the distributed pipeline on loopback, eight faults, ~7 min on
+# 2 cores; needs redis-server and PostgreSQL's binaries, not their running services): CI runs it after the above.
+test-faults: setup
+	$(PY) -m pytest -m faults -s
 
 executor-image:
 	bash executor_svc/image/build_offline.sh
