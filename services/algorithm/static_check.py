@@ -60,7 +60,7 @@ class StaticVerdict:
 def _parse(source: str, mode: Literal["exec", "eval"], what: str) -> ast.AST | StaticVerdict:
     try:
         tree = thread_safe_ast.parse(source, f"<{what}>", mode)
-        compile(tree, f"<{what}>", mode, dont_inherit=True)  # compile-time errors too ('return' outside def)
+        thread_safe_ast.compile_tree(tree, f"<{what}>", mode)  # compile-time errors too ('return' outside def)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return StaticVerdict(ExecStatus.SYNTAX_ERROR, f"{what} does not parse: {type(exc).__name__}: {exc}"[:300])
     return tree
