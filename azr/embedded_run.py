@@ -54,7 +54,7 @@ class EmbeddedRun:
                          f"trainer step {self.loaded.trainer.step})")
             else:
                 progress(f"model {settings.model} loaded from {served}; generating in "
-                         f"{self.engine.model_info()['dtype']} (AZR_LOCAL_ENGINE_DTYPE)")
+                         f"{self.engine.model_info()['dtype']} (AZR_LOCAL_ENGINE_DTYPE, AZR_LOCAL_ENGINE_INT8)")
             channels = factory.episode_channels(settings)  # shared by the loop and the in-process trainer
             self.queue, self.board = channels.queue, channels.board
             if prometheus is not None:

@@ -1,7 +1,8 @@
 """A self-play step's generation on the local engine: today's engine against the one it replaced, in one run.
 
     .venv/bin/python bench/step_generation.py [--model qwen-coder-0.5b] [--batch-size 2] [--max-new-tokens 768]
-                                              [--repeats 1] [--ignore-eos] [--out bench/results/step_generation.json]
+                                              [--repeats 1] [--ignore-eos] [--int8]
+                                              [--out bench/results/step_generation.json]
 
 The prompts are a real step's at step 0: B proposer prompts per task type (K = 6 references drawn from the
 authors' seed triplets shipped in the package; induction shows one program) and B solver prompts per task type
@@ -12,6 +13,7 @@ authors' seed triplets shipped in the package; induction shows one program) and 
 - now: proposers and solvers in one call (the step answers its solve batch's fill with the proposers), each prompt
   prefilled on its own from the longest prefix it shares with an earlier one (services/inference/prefill.py).
 
+With `--int8`, a third way: "now" on an engine whose Linear layers are int8 (`local_engine_int8`; float32 otherwise).
 It prints wall seconds, prompt positions computed, tokens generated and the speedup (baseline / now) per repeat and
 the median. `--ignore-eos` decodes every row to the cap (no tail: isolates prefill and batching); without it rows
 stop where the model stops, as in a run (the tail a batch waits for is part of what is measured).
@@ -116,6 +118,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=768)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--ignore-eos", action="store_true")
+    parser.add_argument("--int8", action="store_true", help="also time `now` with int8 Linear layers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -123,8 +126,11 @@ def main() -> None:
     model_dir = resolve_model(args.model)
     dtype = engine_dtype("auto", torch.device("cpu"))
     engine = LocalEngine(model_dir, device="cpu", dtype=dtype, seed=args.seed)
+    int8 = LocalEngine(model_dir, device="cpu", seed=args.seed, int8_linear=True) if args.int8 else None
     if args.ignore_eos:
-        engine._eos_ids = set()  # every row to the cap: no tail
+        for each in (engine, int8):
+            if each is not None:
+                each._eos_ids = set()  # every row to the cap: no tail
     proposers, solvers = step_prompts(engine, args.batch_size, random.Random(args.seed))
     sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=args.seed,
                               stop=[])
@@ -140,17 +146,28 @@ def main() -> None:
         baseline = timed(engine, [proposers, solvers], sampling, padded_prefill_batch)
         now = timed(engine, [proposers + solvers], sampling, prefill_batch)
         speedup = baseline["seconds"] / now["seconds"]
-        runs.append({"baseline": baseline, "now": now, "speedup": round(speedup, 2)})
-        print(f"repeat {repeat + 1}: baseline {baseline['seconds']:.1f} s ({baseline['tokens']} tokens), "
-              f"now {now['seconds']:.1f} s ({now['tokens']} tokens): {speedup:.2f}x")
+        run: dict[str, Any] = {"baseline": baseline, "now": now, "speedup": round(speedup, 2)}
+        line = (f"repeat {repeat + 1}: baseline {baseline['seconds']:.1f} s ({baseline['tokens']} tokens), "
+                f"now {now['seconds']:.1f} s ({now['tokens']} tokens): {speedup:.2f}x")
+        if int8 is not None:
+            now_int8 = timed(int8, [proposers + solvers], sampling, prefill_batch)
+            run |= {"now_int8": now_int8, "speedup_int8": round(baseline["seconds"] / now_int8["seconds"], 2)}
+            line += f"; now with int8 Linear {now_int8['seconds']:.1f} s ({now_int8['tokens']} tokens): " \
+                    f"{run['speedup_int8']:.2f}x"
+        runs.append(run)
+        print(line)
     median = statistics.median(run["speedup"] for run in runs)
     print(f"median speedup of a step's generation: {median:.2f}x")
+    median_int8 = statistics.median(run["speedup_int8"] for run in runs) if int8 is not None else None
+    if median_int8 is not None:
+        print(f"median speedup with int8 Linear layers: {median_int8:.2f}x")
     if args.out:
         args.out.write_text(json.dumps({"model": args.model, "dtype": str(dtype), "threads": torch.get_num_threads(),
                                         "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens,
                                         "ignore_eos": args.ignore_eos, "prompt_positions": {
                                             "baseline": padded_positions, "now": shared_positions},
-                                        "runs": runs, "median_speedup": median}, indent=2) + "\n")
+                                        "runs": runs, "median_speedup": median,
+                                        "median_speedup_int8": median_int8}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: ~2.2x
     faster prefill, 1.1-1.4x faster decoding on 2 cores, docs/benchmarks.md), float32 on other CPUs (emulated bf16
     is slower). AZR_CPU_NATIVE_BF16=1/0 makes any CPU take either path."""
+    local_engine_int8: bool = False
+    """CPU only: the local engine generates with its Linear layers quantized to int8 (weights per tensor, activations
+    per batch, torch's dynamic quantization), on top of `local_engine_dtype` float32. Decoding is matrix products,
+    and int8 ones run several times faster on CPUs without native bf16 (docs/benchmarks.md, bench/step_generation.py);
+    the sampled tokens come from a slightly different distribution (KL ~0.002 per token on the default model), which
+    the loss does not see: the trainer recomputes π_old with its float32 weights. Off by default; the learning
+    preset turns it on."""
     torch_threads: int = Field(0, ge=0)
     """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers

@@ -18,6 +18,7 @@ the swap itself waits for the running generation to end.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -77,18 +78,36 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     return model.to(device).eval()
 
 
+def quantize_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with every `nn.Linear` replaced in place by a dynamically quantized int8 one (CPU kernels: fbgemm /
+    oneDNN): weights int8 per tensor, activations quantized per batch as they arrive. Embeddings, norms and the
+    attention's softmax stay float32."""
+    with warnings.catch_warnings():
+        # torch.ao's eager quantization is deprecated in favour of the separate torchao package; it still ships with
+        # torch (no extra dependency) and its kernels are the ones measured (docs/benchmarks.md).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
 class LocalEngine:
     """Generates with a transformers model in this process; implements `services.ports.InferenceEngine`."""
 
     def __init__(self, model_dir: str | Path, device: str = "auto", dtype: torch.dtype | None = None,
-                 seed: int = 0, max_batch_rows: int = 32) -> None:
-        """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names)."""
+                 seed: int = 0, max_batch_rows: int = 32, int8_linear: bool = False) -> None:
+        """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names).
+        `int8_linear`: generate with int8 Linear layers (`Settings.local_engine_int8`; CPU and float32 only)."""
         self.model_dir = Path(model_dir)
         self.device = pick_device(device)
         self.dtype = dtype or default_dtype(self.device)
+        if int8_linear and (self.device.type != "cpu" or self.dtype != torch.float32):
+            raise InferenceError(f"int8 Linear layers need a CPU engine in float32 (this one: {self.device.type}, "
+                                 f"{str(self.dtype).removeprefix('torch.')}): set AZR_LOCAL_ENGINE_DTYPE=float32 "
+                                 "or AZR_LOCAL_ENGINE_INT8=false")
+        self.int8_linear = int8_linear
         self.max_batch_rows = max_batch_rows
         self.codec = PromptCodec.from_model_dir(self.model_dir)
-        self._model = load_causal_lm(self.model_dir, self.device, self.dtype)
+        self._model = self._load(self.model_dir)
         self._model_path = str(self.model_dir)
         self._version = INITIAL_WEIGHT_VERSION
         self._lock = threading.Lock()
@@ -103,8 +122,13 @@ class LocalEngine:
     def from_settings(cls, model_dir: str | Path, settings: Settings, *, seed: int | None = None,
                       max_batch_rows: int = 32) -> LocalEngine:
         """The engine a process configured by `settings` runs: its device, dtype (`local_engine_dtype`) and seed."""
-        return cls(model_dir, device=settings.device, dtype=settings_engine_dtype(settings),
-                   seed=settings.seed if seed is None else seed, max_batch_rows=max_batch_rows)
+        dtype = torch.float32 if settings.local_engine_int8 else settings_engine_dtype(settings)
+        return cls(model_dir, device=settings.device, dtype=dtype, seed=settings.seed if seed is None else seed,
+                   max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8)
+
+    def _load(self, model_dir: str | Path) -> torch.nn.Module:
+        model = load_causal_lm(model_dir, self.device, self.dtype)
+        return quantize_linear_int8(model) if self.int8_linear else model
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
@@ -148,8 +172,9 @@ class LocalEngine:
 
     def model_info(self) -> dict[str, object]:
         """What is loaded: path, weight version, prompt form, device, dtype."""
+        dtype = str(self.dtype).removeprefix("torch.") + (" + int8 Linear" if self.int8_linear else "")
         return {"model_path": self._model_path, "weight_version": self._version, "prompt_form": self.prompt_form,
-                "device": str(self.device), "dtype": str(self.dtype).removeprefix("torch.")}
+                "device": str(self.device), "dtype": dtype}
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[list[Completion]]:
         """For each prompt, `sampling.n` completions, in prompt order. Never aborts (no abort event)."""
@@ -194,7 +219,7 @@ class LocalEngine:
     def update_weights(self, model_path: str, policy_version: int) -> None:
         """Serve the checkpoint at `model_path` (an HF dir from save_pretrained) as `policy_version`. The load
         happens before taking the lock, so generation continues meanwhile; a failed load changes nothing."""
-        model = load_causal_lm(model_path, self.device, self.dtype)
+        model = self._load(model_path)
         with self._lock:
             self._model = model
             self._model_path = str(model_path)
