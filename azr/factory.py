@@ -55,8 +55,10 @@ def triplet_store(settings: Settings, *, create: bool = False) -> SqlTripletStor
 
 
 def run_store(settings: Settings, *, create: bool = False) -> SqlTripletStore:
-    """`triplet_store` with the run registered under its resolved settings (what a self-play process opens)."""
+    """`triplet_store` with the run registered under its resolved settings (what a self-play process opens), riding
+    through database outages of up to `settings.database_outage_s`."""
     store = triplet_store(settings, create=create)
+    store.outage_s = settings.database_outage_s
     try:
         store.ensure_run(settings.run_id, settings.resolved())
     except BaseException:

@@ -111,8 +111,9 @@ class Supervisor:
         process = self.services[name].process
         return process is not None and process.poll() is None
 
-    def restarts_since(self, at: float) -> list[str]:
-        return [f"{e.service} restarted" for e in self.events if e.at >= at and e.what == "restart"]
+    def restarts_between(self, start: float, end: float = float("inf")) -> list[str]:
+        """The supervisor's restarts from `start` until `end` (the next fault's injection: not its restarts)."""
+        return [f"{e.service} restarted" for e in self.events if start <= e.at < end and e.what == "restart"]
 
     def log(self, name: str, tail: int = 4000) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-tail:]

@@ -217,7 +217,7 @@ ROUND = [
     Fault("Redis SIGKILL, restart on AOF", _server_outage("redis"),
           "AOF replay; coordinator/trainer ride through (AZR_REDIS_OUTAGE_S)"),
     Fault("PostgreSQL stop -m immediate, restart", _server_outage("postgres"),
-          "pool reconnects (pre-ping)"),
+          "the store retries with backoff (AZR_DATABASE_OUTAGE_S)"),
     Fault("trainer SIGKILL mid-update", _trainer_mid_update,
           "supervisor restart from checkpoint; unacked episodes redelivered", after_step=True),
     Fault("trainer SIGKILL between update and checkpoint", _trainer_before_checkpoint,
@@ -257,7 +257,8 @@ def run(clean: int, rounds: int, batch_size: int, work: Path, seeds: Path) -> di
             print(f"[{at - began:7.1f} s] {WORKER_FAULT}: {what}", flush=True)
             settled = wait_until(lambda: job_settled(stack, job) and everything_up(stack, watch), 900,
                                  "the killed job to settle")
-            rows.append(Row(WORKER_FAULT, 0, what, ", ".join(stack.supervisor.restarts_since(at - 0.5)[:3]) +
+            restarted = ", ".join(stack.supervisor.restarts_between(at - 0.5, settled + 0.5))
+            rows.append(Row(WORKER_FAULT, 0, what, restarted +
                             "; RQ marks the abandoned job failed, the client retries it", round(settled - at, 1),
                             0, 0, 0, round(at - began, 1)))
         wait_until(lambda: watch.last_step() >= clean, 1800, f"the {clean} clean steps")
@@ -282,11 +283,12 @@ def run(clean: int, rounds: int, batch_size: int, work: Path, seeds: Path) -> di
         ledger = read_ledger(stack.servers.database_url, stack.servers.redis.url, stack.run_id, stack.run_dir,
                              target)
         steps = watch.steps()
-        for step, fault, at, what, before in injected:
+        next_at = [entry[2] for entry in injected[1:]] + [float("inf")]
+        for (step, fault, at, what, before), until in zip(injected, next_at, strict=True):
             after = min(s for s, t in steps.items() if t > at)
             lost = max(0.0, steps[after] - steps[before] - baseline)
             window = range(before, after + 1)
-            restarts = ", ".join(stack.supervisor.restarts_since(at - 0.5)[:3]) or "no restart"
+            restarts = ", ".join(stack.supervisor.restarts_between(at - 0.5, until - 0.5)) or "no restart"
             rows.append(Row(fault.name, step, what, f"{restarts}; {fault.mechanism}", round(lost, 1),
                             sum(len(ledger.lost(s)) for s in window),
                             sum(len(ledger.duplicated(s)) for s in window), ledger.duplicate_triplets,

@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     redis_outage_s: float = Field(60.0, ge=0)
     """How long the coordinator and the trainer ride through a Redis outage (a restart): each call is retried with
     backoff and a log line, and fails with Redis's error only once the outage has lasted this long (0: at once)."""
+    database_outage_s: float = Field(60.0, ge=0)
+    """How long the coordinator and the embedded run ride through a database outage (a PostgreSQL restart): each
+    store operation is retried with backoff and a log line, and fails with the database's error only once the
+    outage has lasted this long (0: one immediate retry). The APIs never wait: they answer 503 at once."""
     queue_backend: Literal["inprocess", "redis"] = "inprocess"
     """Where executor jobs and episodes travel: an in-process queue or Redis (RQ + a stream)."""
     episode_claim_after_s: float = Field(60.0, gt=0)

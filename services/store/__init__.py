@@ -16,9 +16,10 @@ from services.store.run_log import StepRecord
 from services.store.sql_store import SqlTripletStore
 
 
-def open_store(database_url: str, *, buffer_cap: int = 16_384, create: bool = False) -> SqlTripletStore:
+def open_store(database_url: str, *, buffer_cap: int = 16_384, create: bool = False,
+               outage_s: float = 0.0) -> SqlTripletStore:
     """A store on `database_url`. `create=True` first brings the schema to head (Alembic); otherwise a database
-    that is not at head raises RuntimeError telling to run `azr db upgrade`."""
+    that is not at head raises RuntimeError telling to run `azr db upgrade`. `outage_s`: see SqlTripletStore."""
     engine = create_store_engine(database_url)
     try:
         if create:
@@ -31,7 +32,7 @@ def open_store(database_url: str, *, buffer_cap: int = 16_384, create: bool = Fa
     except BaseException:
         engine.dispose()
         raise
-    return SqlTripletStore(engine, buffer_cap=buffer_cap)
+    return SqlTripletStore(engine, buffer_cap=buffer_cap, outage_s=outage_s)
 
 
 __all__ = [

@@ -9,6 +9,8 @@ never block the writer. Read transactions use a plain `BEGIN`: one consistent sn
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -19,6 +21,8 @@ from sqlalchemy.exc import DBAPIError
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_S = 60.0
 """How long a SQLite writer waits for the write lock before failing."""
@@ -69,8 +73,21 @@ def create_store_engine(database_url: str, *, pool_size: int = 5) -> Engine:
     raise ValueError(f"unsupported database {url.get_backend_name()!r}: use postgresql+psycopg:// or sqlite:///")
 
 
+def connection_lost(error: DBAPIError) -> bool:
+    """Whether `error` is the connection's, not the statement's: a pooled connection that died (a server restart),
+    or PostgreSQL refusing or dropping connections (down, starting, shutting down). SQLite's own errors ("database
+    is locked" after its busy timeout) are not: waiting longer cannot help them."""
+    if error.connection_invalidated:
+        return True
+    return type(error.orig).__module__.startswith("psycopg") and type(error.orig).__name__ in (
+        "OperationalError", "AdminShutdown", "CannotConnectNow")
+
+
 def retry_on_disconnect(operation: Callable[P, T]) -> Callable[P, T]:
-    """Run `operation` again, once, when it failed because its pooled connection had died (server restart).
+    """Run a store method again when its connection was lost (`connection_lost`): at once (a pooled connection
+    that died: the pool was dropped, a fresh one usually works), then with backoff and a log line each time until
+    it succeeds or the outage has lasted the store's `outage_s` (0: only the immediate retry; the APIs answer 503
+    instead of waiting), and then the database's error goes up.
 
     Safe for the store's operations: each is one transaction (rolled back when the connection died), and inserts
     are idempotent (a retried insert that had committed finds its own row and reports it as existing).
@@ -78,11 +95,31 @@ def retry_on_disconnect(operation: Callable[P, T]) -> Callable[P, T]:
 
     @functools.wraps(operation)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return operation(*args, **kwargs)
-        except DBAPIError as error:
-            if not error.connection_invalidated:
-                raise
-        return operation(*args, **kwargs)
+        outage_s = float(getattr(args[0], "outage_s", 0.0)) if args else 0.0
+        began: float | None = None
+        wait, tries = 0.2, 0
+        while True:
+            try:
+                return operation(*args, **kwargs)
+            except DBAPIError as error:
+                if not connection_lost(error):
+                    raise
+                tries += 1
+                if tries == 1:
+                    continue
+                now = time.monotonic()
+                began = now if began is None else began
+                left = outage_s - (now - began)
+                if left <= 0:
+                    if outage_s > 0:
+                        log.error("database still unavailable after %.1f s (%d tries) during %s: giving up",
+                                  now - began, tries, operation.__name__)
+                    raise
+                pause = min(wait, 5.0, left)
+                log.warning("database unavailable during %s (%s): try %d again in %.1f s (gives up after %.0f s "
+                            "more)", operation.__name__, str(error.orig).splitlines()[0][:160], tries + 1, pause,
+                            left)
+                time.sleep(pause)
+                wait *= 2
 
     return wrapper

@@ -53,11 +53,14 @@ class SqlTripletStore:
     therefore stays above it: seeds are never dropped.
     """
 
-    def __init__(self, engine: Engine, *, buffer_cap: int = 16_384) -> None:
+    def __init__(self, engine: Engine, *, buffer_cap: int = 16_384, outage_s: float = 0.0) -> None:
+        """`outage_s`: how long an operation rides through a database outage (retries with backoff and a log line)
+        before the error goes up; 0 retries only at once (`services.store.engine.retry_on_disconnect`)."""
         if buffer_cap < 1:
             raise ValueError(f"buffer_cap must be at least 1, got {buffer_cap}")
         self.engine = engine
         self.buffer_cap = buffer_cap
+        self.outage_s = outage_s
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine.dialect.name == "postgresql" else engine)

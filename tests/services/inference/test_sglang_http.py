@@ -247,9 +247,11 @@ def test_single_prompt_text_input_and_health(servers: list[InferenceServerProces
 
 def test_a_batch_travels_in_bounded_chunks_and_a_timeout_resends_only_its_chunk(
         servers: list[InferenceServerProcess], tiny_dir: Path, prompts: list[list[int]]) -> None:
-    """At most 2 samples per request; the first request outlives the 1 s timeout: that chunk alone is sent again."""
-    proxy = ScriptedProxy(servers[0].url, ["slow"], slow_s=3.0)
-    chunked = SGLangClient([proxy.url], tiny_dir, timeout=1.0, retries=2, backoff_s=0.01, max_rows_per_request=2,
+    """At most 2 samples per request; the first request outlives the client's timeout: that chunk alone is sent
+    again. The timeout (8 s) is far above a 4-token answer of the tiny model even on a loaded 2-core machine (a 1 s
+    timeout also expired on the unscripted chunk there), and far below the scripted delay (30 s)."""
+    proxy = ScriptedProxy(servers[0].url, ["slow"], slow_s=30.0)
+    chunked = SGLangClient([proxy.url], tiny_dir, timeout=8.0, retries=2, backoff_s=0.01, max_rows_per_request=2,
                            max_concurrent_requests=1)
     direct = SGLangClient([servers[0].url], tiny_dir, timeout=60)
     greedy = SamplingParams(max_new_tokens=4, temperature=0)
