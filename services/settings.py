@@ -120,13 +120,18 @@ class Settings(BaseSettings):
     the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: ~2.2x
     faster prefill, 1.1-1.4x faster decoding on 2 cores, docs/benchmarks.md), float32 on other CPUs (emulated bf16
     is slower). AZR_CPU_NATIVE_BF16=1/0 makes any CPU take either path."""
+    behaviour_is_cap: float = Field(0.0, ge=0)
+    """Truncated importance sampling of the engine/trainer mismatch (not in the paper; veRL's `tis_imp_ratio_cap`):
+    each token's loss is weighted by min(π_old / π_engine, cap), so an update from tokens another engine sampled
+    (int8 or bf16 weights) is the policy gradient of the trainer's policy. 0: off (the paper, the released code);
+    the learning preset, whose engine is int8 (per-token mean |log π_old − log π_engine| ~0.2-0.3), uses 2."""
     local_engine_int8: bool = False
     """CPU only: the local engine generates with its Linear layers quantized to int8 (weights per tensor, activations
     per batch, torch's dynamic quantization), on top of `local_engine_dtype` float32. Decoding is matrix products,
     and int8 ones run several times faster on CPUs without native bf16 (docs/benchmarks.md, bench/step_generation.py);
-    the sampled tokens come from a slightly different distribution (KL ~0.002 per token on the default model), which
-    the loss does not see: the trainer recomputes π_old with its float32 weights. Off by default; the learning
-    preset turns it on."""
+    the sampled tokens come from another distribution (KL ~0.002 nats at the argmax, but a mean |Δ log p| of 0.18-0.3
+    per sampled token on the default model): the trainer recomputes π_old with its float32 weights, and
+    `behaviour_is_cap` corrects the update for the mismatch. Off by default; the learning preset turns both on."""
     torch_threads: int = Field(0, ge=0)
     """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers

@@ -34,12 +34,14 @@ class PolicyLoss:
     clip_ratio_c: float = 0.0  # 0: no dual clip
     loss_agg_mode: LossAggMode = "token-mean"
     loss_agg_micro_batch_size: int = 16
+    behaviour_is_cap: float = 0.0  # 0: no truncated importance sampling of the engine/trainer mismatch
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PolicyLoss:
         return cls(clip_ratio_low=settings.clip_ratio_low, clip_ratio_high=settings.clip_ratio_high,
                    clip_ratio_c=settings.clip_ratio_c, loss_agg_mode=settings.loss_agg_mode,
-                   loss_agg_micro_batch_size=settings.loss_agg_micro_batch_size)
+                   loss_agg_micro_batch_size=settings.loss_agg_micro_batch_size,
+                   behaviour_is_cap=settings.behaviour_is_cap)
 
     def clip_arguments(self) -> dict[str, Any]:
         """The keyword arguments of `ppo_clip_loss` that set its clip range and dual clip."""

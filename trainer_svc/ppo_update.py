@@ -31,6 +31,7 @@ from services.algorithm.objectives import (
     LOG_RATIO_CLAMP,
     broadcast_to_tokens,
     ppo_clip_loss,
+    truncated_importance_weights,
     weighted_token_sum,
 )
 from services.algorithm.task_types import TASK_GROUPS
@@ -122,8 +123,14 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
         advantages = broadcast_to_tokens(mb.advantages, mb.response_mask)
         row_weights = (torch.full((mb.rows,), 1.0 / max(token_count, 1)) if loss_weights is None
                        else loss_weights[cpu_mb.episode_index]).to(device)
+        token_weights = None
+        if policy_loss.behaviour_is_cap > 0:
+            token_weights = truncated_importance_weights(mb.old_logprobs, mb.behaviour_logprobs,
+                                                         mb.has_behaviour_logprobs.unsqueeze(1).expand_as(logprobs),
+                                                         policy_loss.behaviour_is_cap)
         pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask,
-                                         sequence_weights=row_weights, **policy_loss.clip_arguments())
+                                         sequence_weights=row_weights, token_weights=token_weights,
+                                         **policy_loss.clip_arguments())
         entropy_sum = torch.where(mb.response_mask, entropy, torch.zeros((), device=device)).sum()
         loss = pg_loss - entropy_coef * weighted_token_sum(entropy, mb.response_mask, row_weights)
         loss.backward()

@@ -321,6 +321,7 @@ def ppo_clip_loss(
     clip_ratio_c: float = 0.0,
     token_count: float | None = None,
     sequence_weights: torch.Tensor | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Eq 9, PPO clipped surrogate (Appendix A), negated as a loss, no KL term.
 
@@ -332,10 +333,11 @@ def ppo_clip_loss(
     negative advantage cannot push the loss without bound. Aggregation: with ``sequence_weights`` [B]
     (`loss_aggregation_weights`), loss = Σ_b w_b Σ_t ℓ_{b,t}; else loss = Σ_unmasked ℓ_t / N, N = ``token_count`` or
     the unmasked tokens here (a token-mean; pass the batch's count to sum micro-batches to the batch token-mean).
-    Returns (loss scalar, metrics): ``clip_fraction`` (share of tokens where the clipped term is active),
-    ``dual_clip_fraction`` (where the dual clip is), ``approx_kl`` (mean of log π_old − log π, veRL's ppo_kl),
-    ``approx_kl_k3`` (mean of (s−1) − log s), ``ratio_mean``, ``ratio_max``, ``tokens``: means over this call's
-    unmasked tokens.
+    ``token_weights`` [B, T] (no gradient), when given, multiplies each ℓ_t before aggregation
+    (`truncated_importance_weights`). Returns (loss scalar, metrics): ``clip_fraction`` (share of tokens where the
+    clipped term is active), ``dual_clip_fraction`` (where the dual clip is), ``approx_kl`` (mean of log π_old −
+    log π, veRL's ppo_kl), ``approx_kl_k3`` (mean of (s−1) − log s), ``ratio_mean``, ``ratio_max``, ``tokens``: means
+    over this call's unmasked tokens.
     """
     shape = logprobs.shape
     if logprobs.dim() != 2 or any(t.shape != shape for t in (old_logprobs, advantages, response_mask)):
@@ -364,6 +366,10 @@ def ppo_clip_loss(
         bound = -adv * clip_ratio_c
         dual_clipped = (adv < 0) & (per_token > bound)
         per_token = torch.where(adv < 0, torch.minimum(per_token, bound), per_token)
+    if token_weights is not None:
+        if token_weights.shape != shape:
+            raise ValueError(f"token_weights must be [B, T] like logprobs, got {tuple(token_weights.shape)}")
+        per_token = per_token * token_weights.detach().to(logprobs.dtype)
 
     n_tokens = int(mask.sum())
     if sequence_weights is not None:
@@ -385,3 +391,20 @@ def ppo_clip_loss(
             "tokens": float(n_tokens),
         }
     return loss, metrics
+
+
+def truncated_importance_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
+                                 has_behaviour: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling (TIS) of the sampler/trainer mismatch; not in the paper (Yao et al. 2025,
+    "Your efficient RL framework secretly brings you off-policy RL training"; veRL's `tis_imp_ratio_cap`).
+
+    The tokens were sampled by the engine (π_engine: int8 or bf16 weights) while Eq 9's ratio starts from the
+    trainer's own π_old, so the update is a policy gradient of samples from another policy. Each token's loss is
+    weighted by w_t = min(π_old(o_t) / π_engine(o_t), ``cap``). Inputs [B, T]: ``old_logprobs`` log π_old (the
+    trainer's recomputation), ``behaviour_logprobs`` log π_engine, ``has_behaviour`` (bool) where the engine's
+    log-prob is known (elsewhere w = 1). Returns w [B, T], no gradient."""
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    log_ratio = (old_logprobs.detach().float() - behaviour_logprobs.detach().float()).clamp(max=LOG_RATIO_CLAMP)
+    weights = log_ratio.exp().clamp(max=cap)
+    return torch.where(has_behaviour.to(torch.bool), weights, torch.ones_like(weights))
