@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.coordinator.seeding import seed_buffers
-from services.coordinator.step import SelfPlayStep, StepConfig, StepResult
+from services.coordinator.step import SelfPlayStep, StaleRollouts, StepConfig, StepResult
 from services.coordinator.step_metrics import MetricsLog
 from services.ports import PolicyUpdater, PolicyVersionBoard, StepEvaluation, StepStore
 from services.reporting.running_trend import running_trend
@@ -39,6 +39,7 @@ class LoopOptions:
     max_staleness: int
     version_wait_s: float = 3600.0  # distributed: longest wait for the trainer before giving up
     version_log_every_s: float = 10.0  # distributed: how often a wait for the trainer says what it waits for
+    stale_retry_s: float = 10.0  # distributed: wait before re-running a step whose rollouts came from stale weights
     # The run's target step, a total: run the steps after the last recorded one up to this one, so a restarted
     # `azr coordinator --steps N` ends at step N, never N more. None: `steps` more (`azr run --resume --steps N`).
     until_step: int | None = None
@@ -106,7 +107,7 @@ class SelfPlayLoop:
             self.wait_for_policy(step)
             self.policy_wait_s = time.perf_counter() - waited
             self.say(f"step {step}: propose → validate → solve (policy v{self.policy_version})")
-            result = self.step_runner.run(step, self.policy_version, random.Random(f"{self.options.seed}:{step}"))
+            result = self._run_step(step)
             line = self._finish_step(result)
             lines.append(line)
             if self.on_step is not None:
@@ -116,6 +117,22 @@ class SelfPlayLoop:
             if trend is not None:
                 self.say(trend)
         return lines
+
+    def _run_step(self, step: int) -> StepResult:
+        """The step, run again (same seed, same episode ids) while its rollouts come from weights the trainer would
+        drop as stale: an inference server that restarted serves the base weights until the trainer's server check
+        pushes it the current ones (within `server_check_every_s`)."""
+        min_version = None if self.versions is None else step - 1 - self.options.max_staleness
+        deadline = time.monotonic() + self.options.version_wait_s
+        while True:
+            try:
+                return self.step_runner.run(step, self.policy_version, random.Random(f"{self.options.seed}:{step}"),
+                                            min_version=min_version)
+            except StaleRollouts as stale:
+                if self.stop_requested or time.monotonic() > deadline:
+                    raise
+                self.say(f"{stale}; running step {step} again in {self.options.stale_retry_s:.0f} s")
+                time.sleep(self.options.stale_retry_s)
 
     def _require_every_buffer(self) -> None:
         """The distributed trainer trains on B episodes of each of the six groups: an empty buffer would leave its

@@ -103,6 +103,11 @@ class _Learnability:
     dropped: int = 0
 
 
+class StaleRollouts(RuntimeError):
+    """A step's rollouts came from weights older than the step may use (an inference server restarted and not yet
+    given the current weights): its episodes are not published; the loop runs the step again."""
+
+
 class SelfPlayStep:
     """Runs steps of Algorithm 1 against the ports; owns a thread pool for executor calls."""
 
@@ -117,8 +122,12 @@ class SelfPlayStep:
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def run(self, step: int, policy_version: int, rng: random.Random) -> StepResult:
-        """One full step; publishes 6·B episodes (fewer where a buffer is empty or the executor failed)."""
+    def run(self, step: int, policy_version: int, rng: random.Random, *,
+            min_version: int | None = None) -> StepResult:
+        """One full step; publishes 6·B episodes (fewer where a buffer is empty or the executor failed).
+        `min_version`: the oldest weights the step's rollouts may come from (the trainer drops older episodes as
+        stale, and a step it can never fill would stall the run); StaleRollouts, nothing published, when any
+        rollout is older."""
         timer = PhaseTimer()
         round_ = ProposalRound(store=self.store, executor=self.executor, rollouts=self.rollouts, config=self.config,
                                pool=self.pool, timer=timer)
@@ -179,6 +188,10 @@ class SelfPlayStep:
                                   [s.parse_failure for s in checked if not s.format_ok]))
             metrics.update(counts(f"exec_status/{t.value}/propose", [v.status for v in verdicts[t]]))
             metrics.update(counts(f"exec_status/{t.value}/solve", [s.exec_status for s in checked]))
+        if min_version is not None and (behind := sorted({e.policy_version for e in episodes
+                                                          if e.policy_version < min_version})):
+            raise StaleRollouts(f"step {step}: rollouts from weight version(s) {behind}, older than {min_version}: "
+                                "an inference server has not been given the current weights yet")
         measured = [future.result() for t in TaskType for future in complexity[t]]
         metrics.update({f"task/{name}": round(value, 6) for name, value in aggregate_task_metrics(measured).items()})
         for t in TaskType:  # observed after scoring: each proposal is compared with earlier answers only
