@@ -66,7 +66,7 @@ test-precision: setup
 	AZR_CPU_NATIVE_BF16=1 $(PY) -m pytest -m precision
 
 # The fault-injection run's short form (bench/faults.py: the distributed pipeline on loopback, eight faults, ~7 min on
-# 2 cores; needs redis-server and PostgreSQL's binaries, not their running services); not in CI yet (docs/testing.md).
+# 2 cores; needs redis-server and PostgreSQL's binaries, not their running services); CI runs it after test-precision.
 test-faults: setup
 	$(PY) -m pytest -m faults -s
 
