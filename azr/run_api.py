@@ -8,6 +8,7 @@ through the same thread-safe store the loop uses; it never touches the model.
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import threading
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunApi:
-    """A running server: where it listens and how to stop it."""
+    """A running server: where it listens, how a client authenticates (`token_source`, safe to print: never the
+    token itself) and how to stop it."""
 
     url: str
     token: str
+    token_source: str
     _server: uvicorn.Server
     _thread: threading.Thread
 
@@ -58,6 +61,20 @@ def session_settings(settings: Settings) -> Settings:
     if not settings.uses_default_secret():
         return settings
     return settings.model_copy(update={"api_token": SecretStr(secrets.token_urlsafe(24))})
+
+
+def write_session_token(settings: Settings, served: Settings) -> str:
+    """Where a client finds the token to send, said without the token (run logs are shared and kept): the user's own
+    `AZR_API_TOKEN`, or this session's random one written to `RUN_DIR/api-token`, readable by its owner only."""
+    if served is settings:
+        return "your AZR_API_TOKEN"
+    path = settings.run_dir / "api-token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)  # a fresh file, so the mode below is its mode from the first byte
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(served.api_token.get_secret_value() + "\n")
+    return f"the token in {path}"
 
 
 def start_run_api(settings: Settings, store: TripletStore, executor: CodeExecutor, registry: CollectorRegistry,
@@ -87,5 +104,5 @@ def start_run_api(settings: Settings, store: TripletStore, executor: CodeExecuto
             say(f"dashboard not served: the server on {host}:{port} did not start")
             return None
         time.sleep(0.05)
-    return RunApi(url=f"http://{host}:{port}", token=served.api_token.get_secret_value(), _server=server,
-                  _thread=thread)
+    return RunApi(url=f"http://{host}:{port}", token=served.api_token.get_secret_value(),
+                  token_source=write_session_token(settings, served), _server=server, _thread=thread)

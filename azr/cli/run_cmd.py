@@ -123,7 +123,7 @@ def run(
         raise
     if api is not None:
         say(f"dashboard: {api.url}/dashboard  (buffers {api.url}/v1/buffers, metrics {api.url}/metrics; "
-            f"POST {api.url}/v1/seeds with 'Authorization: Bearer {api.token}')")
+            f"POST {api.url}/v1/seeds with 'Authorization: Bearer' and {api.token_source})")
     interrupted = {"count": 0}
 
     def on_sigint(*_: object) -> None:
