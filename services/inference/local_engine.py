@@ -64,17 +64,27 @@ def settings_engine_dtype(settings: Settings) -> torch.dtype:
     return engine_dtype(settings.local_engine_dtype, pick_device(settings.device))
 
 
-def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
-    """An HF causal LM from a local directory, in eval mode on `device`; InferenceError when it cannot load."""
+def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dtype, *,
+                   progress_bar: bool = True) -> torch.nn.Module:
+    """An HF causal LM from a local directory, in eval mode on `device`; InferenceError when it cannot load.
+    `progress_bar=False` hides transformers' "Loading weights" bar (a weight update every step would print one into
+    the run's log each time); the switch is process-wide in transformers, so it is put back after the load."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
     path = Path(model_dir)
     if not (path / "config.json").is_file():
         raise InferenceError(f"no HF model directory at {path} (config.json missing)")
+    shown = hf_logging.is_progress_bar_enabled()
+    if not progress_bar:
+        hf_logging.disable_progress_bar()
     try:
         model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InferenceError(f"cannot load the model at {path}: {exc}") from exc
+    finally:
+        if shown and not progress_bar:
+            hf_logging.enable_progress_bar()
     return model.to(device).eval()
 
 
@@ -126,8 +136,8 @@ class LocalEngine:
         return cls(model_dir, device=settings.device, dtype=dtype, seed=settings.seed if seed is None else seed,
                    max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8)
 
-    def _load(self, model_dir: str | Path) -> torch.nn.Module:
-        model = load_causal_lm(model_dir, self.device, self.dtype)
+    def _load(self, model_dir: str | Path, *, progress_bar: bool = True) -> torch.nn.Module:
+        model = load_causal_lm(model_dir, self.device, self.dtype, progress_bar=progress_bar)
         return quantize_linear_int8(model) if self.int8_linear else model
 
     @staticmethod
@@ -219,7 +229,7 @@ class LocalEngine:
     def update_weights(self, model_path: str, policy_version: int) -> None:
         """Serve the checkpoint at `model_path` (an HF dir from save_pretrained) as `policy_version`. The load
         happens before taking the lock, so generation continues meanwhile; a failed load changes nothing."""
-        model = self._load(model_path)
+        model = self._load(model_path, progress_bar=False)
         with self._lock:
             self._model = model
             self._model_path = str(model_path)

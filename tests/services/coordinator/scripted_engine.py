@@ -71,6 +71,52 @@ def solve_induction(_: str, seen: int) -> str:
     return r1(fenced("python", "def f(x):\n    return x * 2"))
 
 
+def propose_abduction_every_other(_: str, seen: int) -> str:
+    """Even calls: a valid a + b task; odd calls: no template at all."""
+    if seen % 2 == 0:
+        return r1(fenced("python", "def f(a, b):\n    return a + b") + "\n" + fenced("input", f"1, {seen + 10}"))
+    return "I forgot the template entirely."
+
+
+def solve_deduction(instruction: str, seen: int) -> str:
+    """For the doubling program, right on even calls and wrong on odd ones; otherwise echoes the input."""
+    program, given = block(instruction, "python"), block(instruction, "input")
+    if "x * 2" in program:
+        right = str(2 * int(given))
+        return r1(fenced("output", right if seen % 2 == 0 else "-1"))
+    return r1(fenced("output", given))
+
+
+def solve_abduction(instruction: str, seen: int) -> str:
+    """For the a + b program, right on even calls and wrong on odd ones; otherwise echoes the output."""
+    program, output = block(instruction, "python"), block(instruction, "output")
+    if "a + b" in program:
+        return r1(fenced("input", f"0, {output}" if seen % 2 == 0 else f"0, {int(output) + 1}"))
+    return r1(fenced("input", output))
+
+
+# Every reward case in one step: valid and invalid proposals, right and wrong answers (tests/.../test_step.py).
+STEP_SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction_every_other,
+           "propose/induction": propose_induction, "solve/deduction": solve_deduction,
+           "solve/abduction": solve_abduction, "solve/induction": solve_induction}
+
+
+def propose_abduction_always(_: str, seen: int) -> str:
+    """Always a valid x + 3 task on a fresh input."""
+    return r1(fenced("python", "def f(x):\n    return x + 3") + "\n" + fenced("input", str(seen + 7)))
+
+
+def answer_anything(_: str, seen: int) -> str:
+    """The call count as the predicted output: well-formed, seldom right."""
+    return r1(fenced("output", str(seen)))
+
+
+# Steps that always run: every abduction proposal valid, answers well-formed (step targets, stale rollouts).
+COUNTING_SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction_always,
+           "propose/induction": propose_induction, "solve/deduction": answer_anything,
+           "solve/abduction": lambda _, seen: r1(fenced("input", str(seen))), "solve/induction": solve_induction}
+
+
 class ScriptedEngine:
     """Implements services.ports.InferenceEngine with per-kind scripts."""
 

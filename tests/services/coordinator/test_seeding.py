@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scripted_engine import STEP_SCRIPTS as SCRIPTS
 from scripted_engine import ScriptedEngine, fenced, r1
-from test_step import SCRIPTS
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from scripted_engine import COUNTING_SCRIPTS as SCRIPTS
 from scripted_engine import ScriptedEngine
-from test_step_target import SCRIPTS
 
 from executor_svc.executor import Executor
 from services.coordinator.engine_rollouts import EngineRollouts

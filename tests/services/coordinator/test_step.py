@@ -10,7 +10,8 @@ import random
 from pathlib import Path
 
 import pytest
-from scripted_engine import ScriptedEngine, block, fenced, propose_deduction, propose_induction, r1, solve_induction
+from scripted_engine import STEP_SCRIPTS as SCRIPTS
+from scripted_engine import ScriptedEngine
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
@@ -23,32 +24,6 @@ from services.store import open_store
 
 B = 2
 LEARN_N = 8
-
-
-def propose_abduction(_: str, seen: int) -> str:
-    if seen % 2 == 0:
-        return r1(fenced("python", "def f(a, b):\n    return a + b") + "\n" + fenced("input", f"1, {seen + 10}"))
-    return "I forgot the template entirely."
-
-
-def solve_deduction(instruction: str, seen: int) -> str:
-    program, given = block(instruction, "python"), block(instruction, "input")
-    if "x * 2" in program:
-        right = str(2 * int(given))
-        return r1(fenced("output", right if seen % 2 == 0 else "-1"))
-    return r1(fenced("output", given))
-
-
-def solve_abduction(instruction: str, seen: int) -> str:
-    program, output = block(instruction, "python"), block(instruction, "output")
-    if "a + b" in program:
-        return r1(fenced("input", f"0, {output}" if seen % 2 == 0 else f"0, {int(output) + 1}"))
-    return r1(fenced("input", output))
-
-
-SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
-           "propose/induction": propose_induction, "solve/deduction": solve_deduction,
-           "solve/abduction": solve_abduction, "solve/induction": solve_induction}
 
 
 @pytest.fixture()

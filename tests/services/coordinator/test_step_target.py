@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_engine import ScriptedEngine, fenced, propose_deduction, propose_induction, r1, solve_induction
+from scripted_engine import COUNTING_SCRIPTS as SCRIPTS
+from scripted_engine import ScriptedEngine
 from typer.testing import CliRunner
 
 from azr.cli.main import app
@@ -24,19 +25,6 @@ from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
 from services.store import open_store
 
 B = 2
-
-
-def propose_abduction(_: str, seen: int) -> str:
-    return r1(fenced("python", "def f(x):\n    return x + 3") + "\n" + fenced("input", str(seen + 7)))
-
-
-def answer_anything(_: str, seen: int) -> str:
-    return r1(fenced("output", str(seen)))
-
-
-SCRIPTS = {"propose/deduction": propose_deduction, "propose/abduction": propose_abduction,
-           "propose/induction": propose_induction, "solve/deduction": answer_anything,
-           "solve/abduction": lambda _, seen: r1(fenced("input", str(seen))), "solve/induction": solve_induction}
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import torch
 
 from services.algorithm.prompts import deduction_solver_prompt
 from services.inference.decoding import RowSpec, decode_rows
-from services.inference.local_engine import LocalEngine
+from services.inference.local_engine import LocalEngine, load_causal_lm
 from services.ports import InferenceError, SamplingParams
 
 PROGRAM = "def f(a, b):\n    return sorted([x * b for x in a])[::-1]"
@@ -149,6 +149,17 @@ def test_update_weights_changes_outputs_and_version(tiny_engine: LocalEngine, ti
     finally:
         tiny_engine.update_weights(str(tiny_dir), 0)
     assert [g[0].output_ids for g in tiny_engine.generate(prompts, greedy)] == [g[0].output_ids for g in before]
+
+
+def test_a_weight_update_prints_no_loading_bar_and_leaves_the_bar_switch_as_it_was(
+        tiny_engine: LocalEngine, tiny_dir: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from transformers.utils import logging as hf_logging
+
+    load_causal_lm(tiny_dir, torch.device("cpu"), torch.float32)
+    assert "Loading weights" in capfd.readouterr().err  # a first load shows it (so the check below can fail)
+    tiny_engine.update_weights(str(tiny_dir), 0)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
 
 
 def test_top_k_one_is_greedy(tiny_engine: LocalEngine, prompts: list[list[int]]) -> None:
