@@ -3,6 +3,7 @@
     .venv/bin/python bench/step_generation.py [--model qwen-coder-0.5b] [--batch-size 2] [--max-new-tokens 768]
                                               [--repeats 1] [--ignore-eos] [--int8]
                                               [--out bench/results/step_generation.json]
+    .venv/bin/python bench/step_generation.py --int8-batch-sizes 2 4 [--repeats 2] [--out FILE]
 
 The prompts are a real step's at step 0: B proposer prompts per task type (K = 6 references drawn from the
 authors' seed triplets shipped in the package; induction shows one program) and B solver prompts per task type
@@ -17,6 +18,9 @@ With `--int8`, a third way: "now" on an engine whose Linear layers are int8 (`lo
 It prints wall seconds, prompt positions computed, tokens generated and the speedup (baseline / now) per repeat and
 the median. `--ignore-eos` decodes every row to the cap (no tail: isolates prefill and batching); without it rows
 stop where the model stops, as in a run (the tail a batch waits for is part of what is measured).
+
+`--int8-batch-sizes 2 4 ...` times only the int8 engine's "now" generation of a step at each B (the first is the
+baseline of the ratio), what bench/signal_odds.py needs as `--step-seconds` to rank batch sizes.
 """
 
 from __future__ import annotations
@@ -120,8 +124,13 @@ def main() -> None:
     parser.add_argument("--ignore-eos", action="store_true")
     parser.add_argument("--int8", action="store_true", help="also time `now` with int8 Linear layers")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--int8-batch-sizes", type=int, nargs="+", default=[],
+                        help="time only the int8 engine's step generation at each of these B")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.int8_batch_sizes:
+        batch_sizes_int8(args)
+        return
 
     model_dir = resolve_model(args.model)
     dtype = engine_dtype("auto", torch.device("cpu"))
@@ -168,6 +177,36 @@ def main() -> None:
                                             "baseline": padded_positions, "now": shared_positions},
                                         "runs": runs, "median_speedup": median,
                                         "median_speedup_int8": median_int8}, indent=2) + "\n")
+
+
+def batch_sizes_int8(args: argparse.Namespace) -> None:
+    """The int8 engine's generation of one step at each B in `args.int8_batch_sizes`, `args.repeats` times (B
+    interleaved within a repeat, so load drifts hit every size alike); seconds and the ratio to the first B."""
+    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, int8_linear=True)
+    sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=args.seed,
+                              stop=[])
+    prompts = {size: step_prompts(engine, size, random.Random(args.seed)) for size in args.int8_batch_sizes}
+    print(f"{args.model} (int8 Linear), {torch.get_num_threads()} threads; one step's prompts at B = "
+          f"{', '.join(map(str, args.int8_batch_sizes))} (6 B rows each), {args.max_new_tokens} new tokens at most")
+    seconds: dict[int, list[float]] = {size: [] for size in args.int8_batch_sizes}
+    tokens: dict[int, list[int]] = {size: [] for size in args.int8_batch_sizes}
+    for repeat in range(args.repeats):
+        for size, (proposers, solvers) in prompts.items():
+            run = timed(engine, [proposers + solvers], sampling.model_copy(update={"seed": args.seed + repeat}),
+                        prefill_batch)
+            seconds[size].append(run["seconds"])
+            tokens[size].append(int(run["tokens"]))
+            print(f"repeat {repeat + 1}, B = {size}: {run['seconds']:.1f} s, {run['tokens']} tokens")
+    first = statistics.median(seconds[args.int8_batch_sizes[0]])
+    table = {size: {"median_seconds": statistics.median(seconds[size]), "seconds": seconds[size],
+                    "tokens": tokens[size], "ratio": round(statistics.median(seconds[size]) / first, 2)}
+             for size in args.int8_batch_sizes}
+    for size, row in table.items():
+        print(f"B = {size}: median {row['median_seconds']:.1f} s, {row['ratio']:.2f}x B = {args.int8_batch_sizes[0]}")
+    if args.out:
+        args.out.write_text(json.dumps({"model": args.model, "engine": "int8 Linear", "threads":
+                                        torch.get_num_threads(), "max_new_tokens": args.max_new_tokens,
+                                        "repeats": args.repeats, "batch_sizes": table}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
