@@ -94,7 +94,8 @@ def rollouts(settings: Settings, engine: InferenceEngine | None = None) -> Rollo
         return EngineRollouts(engine, reject_multiple_functions=settings.reject_multiple_functions)
     from services.coordinator.http_rollouts import HttpRollouts
 
-    return HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value())
+    return HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value(),
+                        outage_s=settings.rollout_api_outage_s)
 
 
 def local_executor(settings: Settings, metrics_registry: CollectorRegistry | None = None) -> Executor:

@@ -22,7 +22,7 @@ run-wide checks of bench/fault_checks.py (exactly the target step, every episode
 twice, versions only up) and every process up. Prints the table; writes bench/results/faults.json.
 
     nice -n 19 .venv/bin/python bench/faults.py                  # short form (CI runs it: tests/bench)
-    nice -n 19 .venv/bin/python bench/faults.py --rounds 6       # the soak (>= 30 min here)
+    nice -n 19 .venv/bin/python bench/faults.py --rounds 15      # the soak (>= 30 min here)
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=1, help="rounds of the eight faults (6 ≈ the 30 min soak)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of the eight faults (10: ~29 min on 2 shared cores; the soak: 15)")
     parser.add_argument("--clean", type=int, default=3, help="clean steps first (the baseline step time)")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     """How long the coordinator and the embedded run ride through a database outage (a PostgreSQL restart): each
     store operation is retried with backoff and a log line, and fails with the database's error only once the
     outage has lasted this long (0: one immediate retry). The APIs never wait: they answer 503 at once."""
+    rollout_api_outage_s: float = Field(120.0, ge=0)
+    """How long the distributed coordinator rides through its proposer or solver API being unreachable or answering
+    502/503/504 (the API, or the inference server behind it, restarting and loading its model): each request is
+    retried with backoff (1 s doubling to 10 s) and a log line, and the step fails only once this long has passed."""
     queue_backend: Literal["inprocess", "redis"] = "inprocess"
     """Where executor jobs and episodes travel: an in-process queue or Redis (RQ + a stream)."""
     episode_claim_after_s: float = Field(60.0, gt=0)

@@ -1,11 +1,13 @@
 """Rollouts through the proposer and solver APIs (the distributed profile's coordinator → `POST /v1/propose`,
 `POST /v1/solve`). The requests of one phase (one per task type, and per chunk of tasks) go out concurrently, so the
-SGLang servers behind the APIs batch them together. Transient failures (connection errors, 502/503/504) are
-retried with backoff; anything else is raised with the API's reason."""
+SGLang servers behind the APIs batch them together. Transient failures (connection errors, 502/503/504: an API or
+the inference server behind it restarting) are retried with backoff and a log line until they have lasted
+`outage_s`; anything else is raised with the API's reason."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +32,7 @@ from services.rollouts.http_schemas import (
 
 RETRYABLE_STATUS = {502, 503, 504}
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class RolloutApiError(RuntimeError):
@@ -40,9 +43,12 @@ class HttpRollouts:
     """Rollouts over HTTP; implements services.ports.Rollouts."""
 
     def __init__(self, proposer_url: str, solver_url: str, token: str, *, timeout_s: float = 3600.0,
-                 retries: int = 4, backoff_s: float = 1.0, max_concurrent_requests: int = 16) -> None:
+                 outage_s: float = 120.0, backoff_s: float = 1.0, max_backoff_s: float = 10.0,
+                 max_concurrent_requests: int = 16) -> None:
+        """`outage_s`: how long a request keeps being retried while its API is unreachable or answers 502/503/504
+        (0: no retry); the pause between tries starts at `backoff_s` and doubles up to `max_backoff_s`."""
         self.proposer_url, self.solver_url = proposer_url.rstrip("/"), solver_url.rstrip("/")
-        self.retries, self.backoff_s = retries, backoff_s
+        self.outage_s, self.backoff_s, self.max_backoff_s = outage_s, backoff_s, max_backoff_s
         self.max_concurrent_requests = max_concurrent_requests
         self.client = httpx.Client(timeout=timeout_s, headers={"Authorization": f"Bearer {token}"})
 
@@ -127,19 +133,27 @@ class HttpRollouts:
         return lengths
 
     def _post(self, url: str, payload: dict[str, Any]) -> Any:
-        failure = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        began: float | None = None
+        wait, tries = self.backoff_s, 0
+        while True:
+            tries += 1
             try:
                 response = self.client.post(url, json=payload)
             except httpx.TransportError as exc:
                 failure = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code in RETRYABLE_STATUS:
+            else:
+                if response.status_code not in RETRYABLE_STATUS:
+                    if response.status_code >= 400:
+                        raise RolloutApiError(f"{url} answered {response.status_code}: {response.text[:500]}")
+                    return response.json()
                 failure = f"HTTP {response.status_code}: {response.text[:300]}"
-                continue
-            if response.status_code >= 400:
-                raise RolloutApiError(f"{url} answered {response.status_code}: {response.text[:500]}")
-            return response.json()
-        raise RolloutApiError(f"{url} failed after {self.retries + 1} attempts: {failure}")
+            now = time.monotonic()
+            began = now if began is None else began
+            left = self.outage_s - (now - began)
+            if left <= 0:
+                raise RolloutApiError(f"{url} failed for {now - began:.1f} s ({tries} tries): {failure}")
+            pause = min(wait, self.max_backoff_s, left)
+            log.warning("%s unavailable (%s): try %d again in %.1f s (gives up after %.0f s more)", url, failure,
+                        tries + 1, pause, left)
+            time.sleep(pause)
+            wait *= 2

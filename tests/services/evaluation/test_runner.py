@@ -119,7 +119,7 @@ def test_over_http_the_solver_api_gives_the_same_results(rows: list[CruxRow], ex
     engine = scripted_engine(rows)
     settings = Settings(api_token=TOKEN)
     with LoopbackServer(create_solver_app(settings, engine=engine)) as url:
-        rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, retries=0)
+        rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, outage_s=0)
         try:
             remote = run_cruxeval(rollouts, executor, rows, list(Split), max_new_tokens=64, batch_size=ROWS)
         finally:
@@ -136,7 +136,7 @@ def test_http_rollouts_split_more_tasks_than_one_request_carries() -> None:
              for i in range(MAX_TASKS_PER_REQUEST + 3)]
     with LoopbackServer(create_solver_app(Settings(api_token=TOKEN, max_request_bytes=4_000_000),
                                           engine=engine)) as url:
-        rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, retries=0)
+        rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, outage_s=0)
         try:
             groups = rollouts.solve({TaskType.DEDUCTION: tasks}, greedy_sampling(8))[TaskType.DEDUCTION]
         finally:
