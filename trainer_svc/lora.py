@@ -20,9 +20,11 @@ byte. The trainer runs the policy in ``eval()``; `lora_dropout` > 0 puts only th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,14 +61,22 @@ def refuse_under_fsdp(settings: Settings) -> None:
                          "(torchrun): run the trainer as one process, or set AZR_LORA_RANK=0 for full fine-tuning")
 
 
+@contextlib.contextmanager
+def peft_on_transformers5() -> Iterator[None]:
+    """Around a PEFT call that wraps a model: PEFT (0.21, the latest) reads `is_gradient_checkpointing`, which
+    transformers 5 renamed and warns about on every read (FutureWarning); only that warning is dropped."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def add_adapters(model: nn.Module, settings: Settings, base_dir: Path) -> nn.Module:
     """Inject LoRA adapters into ``model`` (in place), freeze every base weight; returns the same model object."""
     from peft import get_peft_model
 
     config = lora_config(settings)
     config.base_model_name_or_path = str(base_dir)
-    with warnings.catch_warnings():  # PEFT asks transformers 5 an attribute it renamed; nothing to act on
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    with peft_on_transformers5():
         wrapped = get_peft_model(model, config).get_base_model()
     if not lora_layers(wrapped):
         raise ValueError(f"lora_target_modules {list(settings.lora_target_modules)} match no module of "
@@ -225,7 +235,8 @@ def write_merged_model(checkpoint: Path, out_dir: Path) -> Path:
     checkpoint = Path(checkpoint)
     base = verified_base(checkpoint, json.loads((checkpoint / BASE_RECORD_FILE).read_text()))
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, local_files_only=True)
-    merged = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
+    with peft_on_transformers5():
+        merged = PeftModel.from_pretrained(model, checkpoint).merge_and_unload()
     merged.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(base, local_files_only=True).save_pretrained(out_dir)
     return Path(out_dir)

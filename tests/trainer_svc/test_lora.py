@@ -33,6 +33,7 @@ from trainer_svc.lora import (
     lora_config,
     lora_layers,
     merged_state_dict,
+    peft_on_transformers5,
     write_merged_model,
 )
 from trainer_svc.ppo_update import accumulate_gradients
@@ -154,7 +155,8 @@ def test_the_checkpoint_holds_adapters_only_and_is_a_fraction_of_the_full_one(ti
             from peft import PeftModel
 
             base, _ = load_model_and_tokenizer(tiny_dir)
-            peft_model = PeftModel.from_pretrained(base, path).eval()
+            with peft_on_transformers5():
+                peft_model = PeftModel.from_pretrained(base, path).eval()
             ids = torch.tensor([loaded.tokenizer("def f(x):\n    return x")["input_ids"]])
             with torch.no_grad():
                 torch.testing.assert_close(peft_model(input_ids=ids).logits,
@@ -258,7 +260,8 @@ def peft_merged(tiny_dir: Path, settings: Settings, model: torch.nn.Module) -> d
     from peft import get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 
     base, _ = load_model_and_tokenizer(tiny_dir)
-    reference = get_peft_model(base, lora_config(settings))
+    with peft_on_transformers5():
+        reference = get_peft_model(base, lora_config(settings))
     adapters = {f"base_model.model.{k}": v for k, v in get_peft_model_state_dict(model).items()}
     assert not set_peft_model_state_dict(reference, adapters).unexpected_keys
     return dict(reference.merge_and_unload().state_dict())
