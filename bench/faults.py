@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -331,9 +332,21 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stop_on_signals() -> None:
+    """SIGTERM, and SIGINT even where the shell that started the bench ignores it (a background job), end the run
+    through its teardown: the stack's processes live in their own process groups and outlive a bench killed outright."""
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+    for each in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(each, stop)
+
+
 def main(argv: list[str] | None = None) -> int:
+    stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=1, help="rounds of the eight faults (10: ~29 min on 2 shared cores; the soak: 15)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds of the eight faults (10: ~29 min on 2 shared cores; the soak: 15)")
     parser.add_argument("--clean", type=int, default=3, help="clean steps first (the baseline step time)")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,85 @@ def test_one_round_of_faults_loses_and_repeats_nothing(tmp_path: Path, shared_di
         assert result["restarts"][service] >= 1, (service, result["restarts"])
     # the trainer killed after publishing a version it had not checkpointed rewound the board to its checkpoint
     assert all(new == old - 1 for old, new in result["board_rewinds"]), result["board_rewinds"]
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below `root` (by parent pid, from /proc)."""
+    children: dict[int, set[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, set()).add(int(entry.name))
+    found, frontier = set(), [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            found.add(child)
+            frontier.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cluster_postmasters() -> set[int]:
+    """PostgreSQL servers of private test clusters (their data directories under an azr-pg-* folder)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "postgres -D" in command and "azr-pg-" in command:
+                found.add(int(entry.name))
+    return found
+
+
+def command_line(pid: int) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+@pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_bench_takes_its_whole_stack_with_it(shared_dir: Path, stop_with: signal.Signals) -> None:
+    """Started as a background job is (SIGINT ignored) and stopped with SIGTERM or SIGINT, the bench ends through its
+    teardown: its services sit in their own process groups, and a bench killed outright left all of them running
+    (a SIGINT was ignored outright)."""
+    before = cluster_postmasters()
+    command = [sys.executable, str(REPO_ROOT / "bench" / "faults.py"), "--rounds", "0", "--clean", "50",
+               "--out", os.devnull]
+    bench = subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, "AZR_SHARED_DIR": str(shared_dir)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    stack: set[int] = set()
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and bench.poll() is None:
+            stack = descendants(bench.pid)
+            if any(b"coordinator" in command_line(pid) for pid in stack):
+                break
+            time.sleep(1)
+        assert bench.poll() is None and stack, "the stack did not come up"
+        time.sleep(5)  # steps under way
+        stack |= descendants(bench.pid) | (cluster_postmasters() - before)
+        bench.send_signal(stop_with)
+        assert bench.wait(timeout=120) != 0
+        time.sleep(2)
+        assert not [pid for pid in stack if alive(pid)]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+        for pid in stack:  # whatever a failure left behind
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
