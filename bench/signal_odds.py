@@ -1,7 +1,7 @@
 """Groups with signal per minute at other batch sizes B, from a run's recorded episodes (for choosing B).
 
     .venv/bin/python bench/signal_odds.py RUN_DIR [--batch-sizes 2 4 8] [--step-seconds 2=424 4=610 ...]
-                                              [--seconds-from-step N]
+                                              [--seconds-from-step N] [--caps 256 384 512]
 
 A (task type, role) group of one step holds B episodes; its Eq 8 advantages are all zero, so it teaches nothing,
 when its B rewards are all equal. Taking each group's episodes so far as independent draws from the outcome
@@ -9,7 +9,10 @@ frequencies seen in the run (p_r for reward value r), a group of size B carries 
 1 − Σ_r p_r^B. Summed over the six groups: the expected groups with signal per step; divided by the seconds a step
 takes at that B: per minute. Step seconds at the run's own B default to its median recorded step (rollout +
 update; from step N with `--seconds-from-step`, e.g. where the engine changed); other sizes need
-`--step-seconds B=S` from a measurement (bench/step_generation.py --batch-size B).
+`--step-seconds B=S` from a measurement (bench/step_generation.py --int8-batch-sizes).
+
+The response budget sets a step's tail (a batch decodes until its longest row stops): `--caps 256 384` prints, per
+role, how many recorded responses each budget would have cut, and how many of those were well-formed or rewarded.
 
 Limits: rewards within a group are not independent draws (one program, one prompt form), proposer rewards depend on
 what the buffers hold, and the frequencies move as the policy learns; the table ranks B for the run as it stands.
@@ -68,34 +71,81 @@ def signal_rows(outcomes: Mapping[Group, Mapping[float, int]], batch_sizes: Sequ
     return rows
 
 
-def run_outcomes(run_dir: Path, seconds_from_step: int = 0
-                 ) -> tuple[str, int, dict[Group, Counter[float]], list[float]]:
-    """(run id, its B, reward counts per group, seconds per recorded step from `seconds_from_step`) from a run
-    directory's settings.json, store and metrics.jsonl."""
+@dataclass(frozen=True)
+class Response:
+    """One episode's response, as the budget table needs it."""
+
+    role: str
+    tokens: int
+    format_ok: bool
+    reward: float
+
+
+@dataclass
+class RunRecord:
+    """What the tables read from a run directory."""
+
+    run_id: str
+    batch_size: int
+    outcomes: dict[Group, Counter[float]]  # reward value → count, per (task type, role)
+    step_seconds: list[float]  # rollout + update of each recorded step (from `seconds_from_step`)
+    responses: list[Response]
+
+
+def read_run(run_dir: Path, seconds_from_step: int = 0) -> RunRecord:
+    """A run directory's settings.json, store (every episode) and metrics.jsonl."""
     settings = json.loads((run_dir / "settings.json").read_text())
     run_id, database_url = settings["run_id"], str(settings.get("database_url") or "")
     if not database_url or database_url.startswith("sqlite"):  # the run's own file, wherever the run now lives
         database_url = f"sqlite:///{run_dir / 'buffers.sqlite3'}"
+    record = RunRecord(run_id, int(settings["batch_size"]), {}, [], [])
     store = open_store(database_url)
-    counts: dict[Group, Counter[float]] = {}
     try:
         offset = 0
         while True:
             page, total = store.list_episodes(run_id, limit=500, offset=offset)
             for episode in page:
-                counts.setdefault((episode.task_type.value, episode.role.value), Counter())[episode.reward] += 1
+                group = (episode.task_type.value, episode.role.value)
+                record.outcomes.setdefault(group, Counter())[episode.reward] += 1
+                record.responses.append(Response(episode.role.value, len(episode.response_ids),
+                                                 bool(episode.format_ok), episode.reward))
             offset += len(page)
             if not page or offset >= total:
                 break
     finally:
         store.close()
-    seconds = []
     metrics = run_dir / "metrics.jsonl"
     for line in metrics.read_text().splitlines() if metrics.exists() else []:
         row = json.loads(line)
         if "time/total" in row and int(row.get("step", 0)) >= seconds_from_step:
-            seconds.append(float(row["time/total"]) + float(row.get("time/training", 0.0)))
-    return run_id, int(settings["batch_size"]), counts, seconds
+            record.step_seconds.append(float(row["time/total"]) + float(row.get("time/training", 0.0)))
+    return record
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """What a response budget of `cap` tokens would have cut, per role: responses longer than it, the well-formed
+    ones among them (a cut response is a format failure), and those that earned more than the lowest reward."""
+
+    cap: int
+    role: str
+    responses: int
+    longer: int
+    well_formed_longer: int
+    rewarded_longer: int
+
+
+def budget_rows(responses: Sequence[Response], caps: Sequence[int]) -> list[BudgetRow]:
+    """One row per (cap, role) over `responses`; "rewarded" is a reward above the role's lowest seen."""
+    rows = []
+    for cap in caps:
+        for role in sorted({r.role for r in responses}):
+            mine = [r for r in responses if r.role == role]
+            floor = min(r.reward for r in mine)
+            longer = [r for r in mine if r.tokens > cap]
+            rows.append(BudgetRow(cap, role, len(mine), len(longer), sum(r.format_ok for r in longer),
+                                  sum(r.reward > floor for r in longer)))
+    return rows
 
 
 def parse_step_seconds(pairs: Sequence[str]) -> dict[int, float]:
@@ -115,8 +165,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--step-seconds", nargs="*", default=[], metavar="B=S")
     parser.add_argument("--seconds-from-step", type=int, default=0)
+    parser.add_argument("--caps", type=int, nargs="*", default=[256, 384, 512],
+                        help="response budgets to test against the recorded responses")
     args = parser.parse_args(argv)
-    run_id, own_size, counts, seconds = run_outcomes(args.run_dir, args.seconds_from_step)
+    record = read_run(args.run_dir, args.seconds_from_step)
+    run_id, own_size, counts, seconds = record.run_id, record.batch_size, record.outcomes, record.step_seconds
     step_seconds = parse_step_seconds(args.step_seconds)
     if seconds and own_size not in step_seconds:
         step_seconds[own_size] = statistics.median(seconds)
@@ -133,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         per_min = "—" if row.groups_per_minute is None else f"{row.groups_per_minute:.3f}"
         print(f"| {row.batch_size} | {row.groups_with_signal:.2f} | {row.episodes_in_them:.1f} | {step_s} "
               f"| {per_min} |")
+    if args.caps and record.responses:
+        print("\n| budget | role | responses | longer | well-formed among them | rewarded among them |")
+        print("|---|---|---|---|---|---|")
+        for cut in budget_rows(record.responses, args.caps):
+            print(f"| {cut.cap} | {cut.role} | {cut.responses} | {cut.longer} | {cut.well_formed_longer} "
+                  f"| {cut.rewarded_longer} |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,15 @@ from services.store import open_store
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # bench/ is a directory of scripts, not an installed package
 
-from bench.signal_odds import main, parse_step_seconds, run_outcomes, signal_probability, signal_rows  # noqa: E402
+from bench.signal_odds import (  # noqa: E402
+    Response,
+    budget_rows,
+    main,
+    parse_step_seconds,
+    read_run,
+    signal_probability,
+    signal_rows,
+)
 
 
 def test_a_group_has_signal_unless_all_its_rewards_are_equal() -> None:
@@ -61,12 +69,28 @@ def write_run(run_dir: Path) -> None:
 def test_the_table_from_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = tmp_path / "run"
     write_run(run_dir)  # settings.json names a database path that no longer exists: the run's own file is read
-    run_id, size, counts, seconds = run_outcomes(run_dir, seconds_from_step=2)
-    assert (run_id, size, seconds) == ("r", 2, [120.0, 220.0])
-    assert counts == {("deduction", "solve"): {-1.0: 3, -0.5: 3}, ("deduction", "propose"): {-1.0: 6}}
-    main([str(run_dir), "--batch-sizes", "2", "4", "--step-seconds", "4=300", "--seconds-from-step", "2"])
+    record = read_run(run_dir, seconds_from_step=2)
+    assert (record.run_id, record.batch_size, record.step_seconds) == ("r", 2, [120.0, 220.0])
+    assert record.outcomes == {("deduction", "solve"): {-1.0: 3, -0.5: 3}, ("deduction", "propose"): {-1.0: 6}}
+    assert len(record.responses) == 12 and {r.tokens for r in record.responses} == {1}
+    main([str(run_dir), "--batch-sizes", "2", "4", "--step-seconds", "4=300", "--seconds-from-step", "2",
+          "--caps", "0"])
     out = capsys.readouterr().out
     assert "run r: B = 2, 2 steps, 12 episodes" in out
     assert "| deduction/solve | 6 | -1 × 3, -0.5 × 3 |" in out
     assert "| 2 | 0.50 | 1.0 | 170 | 0.176 |" in out  # median of 120 and 220 s; 0.5 × 60 / 170
     assert "| 4 | 0.88 | 3.5 | 300 | 0.175 |" in out
+    assert "| 0 | solve | 6 | 6 | 0 | 3 |" in out  # a budget of 0 cuts all; 3 had more than the lowest reward
+
+
+def test_a_budget_counts_what_it_would_have_cut_per_role() -> None:
+    responses = [Response("solve", 40, True, -0.5), Response("solve", 300, False, -1.0),
+                 Response("solve", 500, True, -0.5), Response("propose", 700, True, -1.0),
+                 Response("propose", 100, False, -1.0)]
+    rows = {(row.cap, row.role): row for row in budget_rows(responses, [256, 512])}
+    assert (rows[256, "solve"].longer, rows[256, "solve"].well_formed_longer, rows[256, "solve"].rewarded_longer) \
+        == (2, 1, 1)
+    assert (rows[512, "solve"].longer, rows[512, "solve"].well_formed_longer) == (0, 0)
+    assert (rows[256, "propose"].longer, rows[256, "propose"].well_formed_longer,
+            rows[256, "propose"].rewarded_longer) == (1, 1, 0)  # every proposer reward is the lowest
+    assert rows[512, "propose"].responses == 2

@@ -131,7 +131,7 @@ def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
 def test_the_learning_preset_trains_lora_adapters_at_the_measured_rate() -> None:
     settings = load_settings(REPO_ROOT / "configs" / "learn-cpu.toml")
     assert (settings.lora_rank, settings.learning_rate, settings.run_id) == (16, 1e-4, "learn-cpu")
-    assert (settings.max_response_tokens, settings.batch_size, settings.steps) == (768, 2, 500)
+    assert (settings.max_response_tokens, settings.batch_size, settings.steps) == (384, 2, 500)
     assert settings.entropy_coef == 0.0 and settings.skip_zero_advantage_batches  # updates only on signal
 
 
