@@ -21,6 +21,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -88,16 +89,20 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     return model.to(device).eval()
 
 
-def quantize_linear_int8(model: torch.nn.Module) -> torch.nn.Module:
-    """`model` with every `nn.Linear` replaced in place by a dynamically quantized int8 one (CPU kernels: fbgemm /
-    oneDNN): weights int8 per tensor, activations quantized per batch as they arrive. Embeddings, norms and the
-    attention's softmax stay float32."""
+def quantize_linear_int8(model: torch.nn.Module, keep_float: frozenset[str] = frozenset()) -> torch.nn.Module:
+    """`model` with every `nn.Linear` (but those named in `keep_float`, e.g. `lm_head`) replaced in place by a
+    dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN): weights int8 per tensor, activations quantized
+    per batch as they arrive. Embeddings, norms and the attention's softmax stay float32."""
+    spec: set[type[torch.nn.Module]] | dict[str, Any] = {torch.nn.Linear}
+    if keep_float:
+        spec = {name: torch.ao.quantization.default_dynamic_qconfig for name, module in model.named_modules()
+                if isinstance(module, torch.nn.Linear) and name not in keep_float}
     with warnings.catch_warnings():
         # torch.ao's eager quantization is deprecated in favour of the separate torchao package; it still ships with
         # torch (no extra dependency) and its kernels are the ones measured (docs/benchmarks.md).
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        return torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
 
 
 class LocalEngine:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.inference.local_engine import LocalEngine
+from services.inference.local_engine import LocalEngine, load_causal_lm, quantize_linear_int8
 from services.ports import InferenceError, SamplingParams
 from services.settings import Settings
 
@@ -31,6 +31,14 @@ def test_every_linear_layer_is_int8_and_the_rest_stays_float32(int8_engine: Loca
     assert plain == 0 and int8 == quantized_linears(tiny_engine.model)[1] > 0
     assert int8_engine.model.get_input_embeddings().weight.dtype is torch.float32
     assert int8_engine.model_info()["dtype"] == "float32 + int8 Linear"
+
+
+def test_named_linear_layers_can_stay_float32(tiny_dir: Path) -> None:
+    model = quantize_linear_int8(load_causal_lm(tiny_dir, torch.device("cpu"), torch.float32),
+                                 keep_float=frozenset({"lm_head"}))
+    assert type(model.get_submodule("lm_head")) is torch.nn.Linear
+    int8, plain = quantized_linears(model)
+    assert plain == 1 and int8 > 0
 
 
 def test_its_log_probs_stay_close_to_the_float32_models_on_its_own_samples(int8_engine: LocalEngine,

@@ -1,0 +1,105 @@
+"""How far the int8 engine's log-probs are from float32's on a run's own sampled tokens, and where the gap comes from.
+
+    .venv/bin/python bench/engine_gap.py RUN_DIR [--version V] [--limit 6] [--out bench/results/engine_gap.json]
+
+Takes the episodes a run's engine sampled at policy version V (default: the latest exported, `weights/vNNNNNN`, that
+has episodes) and scores their response tokens, teacher-forced at T = 1, under the exported weights three ways:
+float32 (what the trainer recomputes as π_old, up to LoRA's unmerged form), every Linear int8 (the engine as it
+runs with `local_engine_int8`), and every Linear but the LM head int8. Prints the mean |Δ log p| per token of each
+against float32 and against the log-probs the engine recorded while sampling, so the run's
+`train/logprob_mismatch_abs` can be split into what the LM head's quantization costs and what the rest does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+
+from services.inference.local_engine import load_causal_lm, quantize_linear_int8  # noqa: E402
+from services.records import Episode  # noqa: E402
+from services.store import open_store  # noqa: E402
+
+
+@torch.inference_mode()
+def response_logprobs(model: torch.nn.Module, episode: Episode) -> torch.Tensor:
+    """log p of each response token after the prompt (and the response before it), T = 1: [response length]."""
+    ids = torch.tensor([episode.prompt_ids + episode.response_ids])
+    logits = model(input_ids=ids).logits[0, len(episode.prompt_ids) - 1:-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(episode.response_ids).unsqueeze(-1)).squeeze(-1)
+
+
+def run_episodes(run_dir: Path, version: int | None, limit: int) -> tuple[int, list[Episode]]:
+    """(version, up to `limit` of the episodes its engine sampled, with recorded log-probs): the shortest, to bound
+    the cost (three teacher-forced passes of prompt and response each)."""
+    settings = json.loads((run_dir / "settings.json").read_text())
+    store = open_store(f"sqlite:///{run_dir / 'buffers.sqlite3'}")
+    try:
+        episodes, offset = [], 0
+        while True:
+            page, total = store.list_episodes(settings["run_id"], limit=500, offset=offset)
+            episodes += page
+            offset += len(page)
+            if not page or offset >= total:
+                break
+    finally:
+        store.close()
+    exported = sorted(int(p.name[1:]) for p in (run_dir / "weights").glob("v*"))
+    sampled = {e.policy_version for e in episodes if e.behaviour_logprobs}
+    candidates = [v for v in exported if v in sampled] if version is None else [version]
+    if not candidates:
+        raise SystemExit(f"no exported weights in {run_dir / 'weights'} sampled any recorded episode")
+    chosen = candidates[-1]
+    mine = [e for e in episodes if e.policy_version == chosen and e.behaviour_logprobs and e.response_ids]
+    return chosen, sorted(mine, key=lambda e: len(e.prompt_ids) + len(e.response_ids))[:limit]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--version", type=int)
+    parser.add_argument("--limit", type=int, default=6)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    version, episodes = run_episodes(args.run_dir, args.version, args.limit)
+    weights = args.run_dir / "weights" / f"v{version:06d}"
+    float32 = load_causal_lm(weights, torch.device("cpu"), torch.float32, progress_bar=False)
+    models = {"float32": float32, "int8": quantize_linear_int8(copy.deepcopy(float32)),
+              "int8, head float32": quantize_linear_int8(copy.deepcopy(float32), frozenset({"lm_head"}))}
+    tokens = sum(len(e.response_ids) for e in episodes)
+    print(f"{args.run_dir.name} v{version}: {len(episodes)} episodes, {tokens} response tokens; "
+          f"{torch.get_num_threads()} threads")
+    scores: dict[str, list[torch.Tensor]] = {name: [] for name in models}
+    seconds: dict[str, float] = {}
+    for name, model in models.items():
+        started = time.perf_counter()
+        scores[name] = [response_logprobs(model, e) for e in episodes]
+        seconds[name] = round(time.perf_counter() - started, 1)
+    recorded = [torch.tensor(e.behaviour_logprobs) for e in episodes]
+    reference = torch.cat(scores["float32"])
+    result: dict[str, Any] = {"run": args.run_dir.name, "version": version, "episodes": len(episodes),
+                              "tokens": tokens, "models": {}}
+    print("| model | mean \\|Δ log p\\| vs float32 | vs the engine's recorded | max vs float32 | s |")
+    print("|---|---|---|---|---|")
+    for name in models:
+        mine = torch.cat(scores[name])
+        row = {"vs_float32": round(float((mine - reference).abs().mean()), 4),
+               "vs_recorded": round(float((mine - torch.cat(recorded)).abs().mean()), 4),
+               "max_vs_float32": round(float((mine - reference).abs().max()), 3), "seconds": seconds[name]}
+        result["models"][name] = row
+        print(f"| {name} | {row['vs_float32']} | {row['vs_recorded']} | {row['max_vs_float32']} | {row['seconds']} |")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
