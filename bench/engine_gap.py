@@ -1,6 +1,7 @@
 """How far the int8 engine's log-probs are from float32's on a run's own sampled tokens, and where the gap comes from.
 
     .venv/bin/python bench/engine_gap.py RUN_DIR [--version V] [--limit 6] [--out bench/results/engine_gap.json]
+                                          [--keep-float down_proj ...]
 
 Takes the episodes a run's engine sampled at policy version V (default: the latest exported, `weights/vNNNNNN`, that
 has episodes) and scores their response tokens, teacher-forced at T = 1, under the exported weights three ways:
@@ -8,6 +9,7 @@ float32 (what the trainer recomputes as π_old, up to LoRA's unmerged form), eve
 runs with `local_engine_int8`), and every Linear but the LM head int8. Prints the mean |Δ log p| per token of each
 against float32 and against the log-probs the engine recorded while sampling, so the run's
 `train/logprob_mismatch_abs` can be split into what the LM head's quantization costs and what the rest does.
+`--keep-float NAME ...` adds a model whose Linear layers whose names end in one of NAME stay float32.
 """
 
 from __future__ import annotations
@@ -69,12 +71,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--version", type=int)
     parser.add_argument("--limit", type=int, default=6)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--keep-float", nargs="*", default=[], metavar="NAME")
     args = parser.parse_args(argv)
     version, episodes = run_episodes(args.run_dir, args.version, args.limit)
     weights = args.run_dir / "weights" / f"v{version:06d}"
     float32 = load_causal_lm(weights, torch.device("cpu"), torch.float32, progress_bar=False)
     models = {"float32": float32, "int8": quantize_linear_int8(copy.deepcopy(float32)),
               "int8, head float32": quantize_linear_int8(copy.deepcopy(float32), frozenset({"lm_head"}))}
+    if args.keep_float:
+        kept = frozenset(name for name, module in float32.named_modules()
+                         if isinstance(module, torch.nn.Linear) and name.endswith(tuple(args.keep_float)))
+        models[f"int8, {'/'.join(args.keep_float)} float32"] = quantize_linear_int8(copy.deepcopy(float32), kept)
     tokens = sum(len(e.response_ids) for e in episodes)
     print(f"{args.run_dir.name} v{version}: {len(episodes)} episodes, {tokens} response tokens; "
           f"{torch.get_num_threads()} threads")
