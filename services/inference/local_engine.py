@@ -109,9 +109,11 @@ class LocalEngine:
     """Generates with a transformers model in this process; implements `services.ports.InferenceEngine`."""
 
     def __init__(self, model_dir: str | Path, device: str = "auto", dtype: torch.dtype | None = None,
-                 seed: int = 0, max_batch_rows: int = 32, int8_linear: bool = False) -> None:
+                 seed: int = 0, max_batch_rows: int = 32, int8_linear: bool = False,
+                 int8_keep_float: Sequence[str] = ()) -> None:
         """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names).
-        `int8_linear`: generate with int8 Linear layers (`Settings.local_engine_int8`; CPU and float32 only)."""
+        `int8_linear`: generate with int8 Linear layers (`Settings.local_engine_int8`; CPU and float32 only), but
+        those whose names end in one of `int8_keep_float` (`Settings.local_engine_int8_keep_float`)."""
         self.model_dir = Path(model_dir)
         self.device = pick_device(device)
         self.dtype = dtype or default_dtype(self.device)
@@ -120,6 +122,7 @@ class LocalEngine:
                                  f"{str(self.dtype).removeprefix('torch.')}): set AZR_LOCAL_ENGINE_DTYPE=float32 "
                                  "or AZR_LOCAL_ENGINE_INT8=false")
         self.int8_linear = int8_linear
+        self.int8_keep_float = tuple(int8_keep_float)
         self.max_batch_rows = max_batch_rows
         self.codec = PromptCodec.from_model_dir(self.model_dir)
         self._model = self._load(self.model_dir)
@@ -139,11 +142,17 @@ class LocalEngine:
         """The engine a process configured by `settings` runs: its device, dtype (`local_engine_dtype`) and seed."""
         dtype = torch.float32 if settings.local_engine_int8 else settings_engine_dtype(settings)
         return cls(model_dir, device=settings.device, dtype=dtype, seed=settings.seed if seed is None else seed,
-                   max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8)
+                   max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8,
+                   int8_keep_float=settings.local_engine_int8_keep_float)
 
     def _load(self, model_dir: str | Path, *, progress_bar: bool = True) -> torch.nn.Module:
         model = load_causal_lm(model_dir, self.device, self.dtype, progress_bar=progress_bar)
-        return quantize_linear_int8(model) if self.int8_linear else model
+        if not self.int8_linear:
+            return model
+        suffixes = self.int8_keep_float
+        kept = frozenset(name for name, module in model.named_modules()
+                         if isinstance(module, torch.nn.Linear) and suffixes and name.endswith(suffixes))
+        return quantize_linear_int8(model, kept)
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
@@ -188,6 +197,8 @@ class LocalEngine:
     def model_info(self) -> dict[str, object]:
         """What is loaded: path, weight version, prompt form, device, dtype."""
         dtype = str(self.dtype).removeprefix("torch.") + (" + int8 Linear" if self.int8_linear else "")
+        if self.int8_linear and self.int8_keep_float:
+            dtype += f" (float32: {', '.join(self.int8_keep_float)})"
         return {"model_path": self._model_path, "weight_version": self._version, "prompt_form": self.prompt_form,
                 "device": str(self.device), "dtype": dtype}
 

@@ -41,6 +41,17 @@ def test_named_linear_layers_can_stay_float32(tiny_dir: Path) -> None:
     assert plain == 1 and int8 > 0
 
 
+def test_the_engine_keeps_the_named_layers_float32_through_a_weight_update(tiny_dir: Path) -> None:
+    settings = Settings(local_engine_int8=True, local_engine_dtype="float32", device="cpu",
+                        local_engine_int8_keep_float=["down_proj"])
+    engine = LocalEngine.from_settings(tiny_dir, settings)
+    for model in (engine.model, engine._load(tiny_dir, progress_bar=False)):  # what a weight update loads
+        down = {name: type(m) for name, m in model.named_modules() if name.endswith("down_proj")}
+        assert down and set(down.values()) == {torch.nn.Linear}
+        assert quantized_linears(model)[0] > 0
+    assert engine.model_info()["dtype"] == "float32 + int8 Linear (float32: down_proj)"
+
+
 def test_its_log_probs_stay_close_to_the_float32_models_on_its_own_samples(int8_engine: LocalEngine,
                                                                            tiny_engine: LocalEngine) -> None:
     """The tokens it samples, scored by the float32 model (what the trainer recomputes): close, not equal."""
