@@ -77,11 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     weights = args.run_dir / "weights" / f"v{version:06d}"
     float32 = load_causal_lm(weights, torch.device("cpu"), torch.float32, progress_bar=False)
     models = {"float32": float32, "int8": quantize_linear_int8(copy.deepcopy(float32)),
-              "int8, head float32": quantize_linear_int8(copy.deepcopy(float32), frozenset({"lm_head"}))}
+              "int8, head float32": quantize_linear_int8(copy.deepcopy(float32), ["lm_head"])}
     if args.keep_float:
-        kept = frozenset(name for name, module in float32.named_modules()
-                         if isinstance(module, torch.nn.Linear) and name.endswith(tuple(args.keep_float)))
-        models[f"int8, {'/'.join(args.keep_float)} float32"] = quantize_linear_int8(copy.deepcopy(float32), kept)
+        models[f"int8, {'/'.join(args.keep_float)} float32"] = quantize_linear_int8(copy.deepcopy(float32),
+                                                                                    args.keep_float)
     tokens = sum(len(e.response_ids) for e in episodes)
     print(f"{args.run_dir.name} v{version}: {len(episodes)} episodes, {tokens} response tokens; "
           f"{torch.get_num_threads()} threads")

@@ -68,10 +68,7 @@ def main() -> None:
     model_dir = resolve_model(args.model)
     float32 = load_causal_lm(model_dir, torch.device("cpu"), torch.float32)
     int8 = quantize_linear_int8(copy.deepcopy(float32))
-    suffixes = tuple(args.keep_float)
-    kept = frozenset(name for name, module in float32.named_modules()
-                     if isinstance(module, torch.nn.Linear) and suffixes and name.endswith(suffixes))
-    partial = quantize_linear_int8(copy.deepcopy(float32), kept) if kept else None
+    partial = quantize_linear_int8(copy.deepcopy(float32), args.keep_float) if args.keep_float else None
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     rows = [json.loads(line) for line in args.data.read_text().splitlines()[:args.rows]]
     ids = torch.tensor([(tokenizer(row["code"] * 6)["input_ids"] * 8)[:args.prompt_tokens] for row in rows])
@@ -92,7 +89,7 @@ def main() -> None:
         if partial is not None:
             seconds_partial, logp_partial = decode_seconds(partial, ids, args.steps)
             kl_partial = float((logp_fp32.exp() * (logp_fp32 - logp_partial)).sum(-1).mean())
-            runs[-1] |= {"kept_float": sorted({name.rsplit(".", 1)[-1] for name in kept}),
+            runs[-1] |= {"kept_float": list(args.keep_float),
                          "partial_s_per_step": round(seconds_partial, 3),
                          "partial_speedup": round(seconds_fp32 / seconds_partial, 2),
                          "partial_kl_nats": round(kl_partial, 5)}

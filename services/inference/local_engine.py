@@ -89,14 +89,15 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     return model.to(device).eval()
 
 
-def quantize_linear_int8(model: torch.nn.Module, keep_float: frozenset[str] = frozenset()) -> torch.nn.Module:
-    """`model` with every `nn.Linear` (but those named in `keep_float`, e.g. `lm_head`) replaced in place by a
-    dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN): weights int8 per tensor, activations quantized
-    per batch as they arrive. Embeddings, norms and the attention's softmax stay float32."""
+def quantize_linear_int8(model: torch.nn.Module, keep_float: Sequence[str] = ()) -> torch.nn.Module:
+    """`model` with every `nn.Linear` (but those whose names end in one of `keep_float`, e.g. `down_proj`) replaced
+    in place by a dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN): weights int8 per tensor, activations
+    quantized per batch as they arrive. Embeddings, norms and the attention's softmax stay float32."""
     spec: set[type[torch.nn.Module]] | dict[str, Any] = {torch.nn.Linear}
     if keep_float:
+        suffixes = tuple(keep_float)
         spec = {name: torch.ao.quantization.default_dynamic_qconfig for name, module in model.named_modules()
-                if isinstance(module, torch.nn.Linear) and name not in keep_float}
+                if isinstance(module, torch.nn.Linear) and not name.endswith(suffixes)}
     with warnings.catch_warnings():
         # torch.ao's eager quantization is deprecated in favour of the separate torchao package; it still ships with
         # torch (no extra dependency) and its kernels are the ones measured (docs/benchmarks.md).
@@ -147,12 +148,7 @@ class LocalEngine:
 
     def _load(self, model_dir: str | Path, *, progress_bar: bool = True) -> torch.nn.Module:
         model = load_causal_lm(model_dir, self.device, self.dtype, progress_bar=progress_bar)
-        if not self.int8_linear:
-            return model
-        suffixes = self.int8_keep_float
-        kept = frozenset(name for name, module in model.named_modules()
-                         if isinstance(module, torch.nn.Linear) and suffixes and name.endswith(suffixes))
-        return quantize_linear_int8(model, kept)
+        return quantize_linear_int8(model, self.int8_keep_float) if self.int8_linear else model
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
