@@ -126,26 +126,43 @@ class Watch:
 
 
 @dataclass
+class Injection:
+    step: int  # the step running (or whose update ran) when the fault hit
+    what: str  # what was going on at that moment
+
+
+@dataclass
 class Fault:
     name: str
-    inject: Callable[[Stack, Watch, int, float], str]  # (stack, watch, step, rollout_s) -> what was going on
+    inject: Callable[[Stack, Watch, int, float], Injection]  # (stack, watch, planned step, rollout_s)
     mechanism: str
     after_step: bool = False  # injected after `step` is recorded (the trainer's update of it), not during it
 
 
-def _step_started(watch: Watch, step: int, fraction: float, rollout_s: float) -> None:
+STEP_SLIPS = 3
+"""How many later steps a mid-step fault may move to when its step ends before the fault's moment (a loaded machine
+runs some steps faster than the clean steps' median, or publishes a version late)."""
+
+
+def _step_started(watch: Watch, step: int, fraction: float, rollout_s: float) -> tuple[int, str]:
     """Wait until `step` runs (step − 1 recorded, its policy version published), then `fraction` of a clean step's
-    rollout."""
-    wait_until(lambda: watch.last_step() >= step - 1 and watch.version() >= step - 1, 900, f"step {step} to start")
-    time.sleep(fraction * rollout_s)
-    assert watch.last_step() == step - 1, f"step {step} finished before its fault"
+    rollout. Returns (the step still running then, a note when that is a later one)."""
+    for candidate in range(step, step + STEP_SLIPS + 1):
+        wait_until(lambda c=candidate: watch.last_step() >= c - 1 and watch.version() >= c - 1, 900,
+                   f"step {candidate} to start")
+        if watch.last_step() > candidate - 1:
+            continue  # it ended while its version was being published
+        time.sleep(fraction * rollout_s)
+        if watch.last_step() == candidate - 1:
+            return candidate, "" if candidate == step else f" (planned for step {step}, which ended first)"
+    raise AssertionError(f"steps {step}..{step + STEP_SLIPS} each ended before the fault's moment")
 
 
-def _kill_during(service: str, fraction: float, doing: str) -> Callable[[Stack, Watch, int, float], str]:
-    def inject(stack: Stack, watch: Watch, step: int, rollout_s: float) -> str:
-        _step_started(watch, step, fraction, rollout_s)
+def _kill_during(service: str, fraction: float, doing: str) -> Callable[[Stack, Watch, int, float], Injection]:
+    def inject(stack: Stack, watch: Watch, step: int, rollout_s: float) -> Injection:
+        actual, note = _step_started(watch, step, fraction, rollout_s)
         stack.supervisor.kill(service)
-        return f"{doing}, {fraction:.0%} into step {step}"
+        return Injection(actual, f"{doing}, {fraction:.0%} into step {actual}{note}")
     return inject
 
 
@@ -180,31 +197,31 @@ def job_settled(stack: Stack, job_id: str) -> bool:
     return status in (JobStatus.FINISHED, JobStatus.FAILED)
 
 
-def _trainer_mid_update(stack: Stack, watch: Watch, step: int, rollout_s: float) -> str:
+def _trainer_mid_update(stack: Stack, watch: Watch, step: int, rollout_s: float) -> Injection:
     wait_until(lambda: watch.last_step() >= step, 900, f"step {step} to be recorded")
     time.sleep(0.3)
     pushed, saved = watch.version() >= step, watch.checkpointed(step)
     stack.supervisor.kill("trainer")
     state = "its update of step {s} not yet pushed" if not pushed else "v{s} already pushed"
-    return (state + (", checkpoint v{s} written" if saved else ", no checkpoint v{s}")).format(s=step)
+    return Injection(step, (state + (", checkpoint v{s} written" if saved else ", no checkpoint v{s}")).format(s=step))
 
 
-def _trainer_before_checkpoint(stack: Stack, watch: Watch, step: int, rollout_s: float) -> str:
+def _trainer_before_checkpoint(stack: Stack, watch: Watch, step: int, rollout_s: float) -> Injection:
     wait_until(lambda: watch.version() >= step, 900, f"version {step} to be published", interval_s=0.002)
     saved = watch.checkpointed(step)
     stack.supervisor.kill("trainer")
-    return (f"v{step} pushed and published, checkpoint v{step} " + ("already written (before its acks)" if saved
-                                                                      else "not yet written"))
+    return Injection(step, f"v{step} pushed and published, checkpoint v{step} "
+                     + ("already written (before its acks)" if saved else "not yet written"))
 
 
-def _server_outage(which: str) -> Callable[[Stack, Watch, int, float], str]:
-    def inject(stack: Stack, watch: Watch, step: int, rollout_s: float) -> str:
-        _step_started(watch, step, 0.3, rollout_s)
+def _server_outage(which: str) -> Callable[[Stack, Watch, int, float], Injection]:
+    def inject(stack: Stack, watch: Watch, step: int, rollout_s: float) -> Injection:
+        actual, note = _step_started(watch, step, 0.3, rollout_s)
         server = stack.servers.redis if which == "redis" else stack.servers.postgres
         server.stop()
         time.sleep(SERVER_OUTAGE_S)
         server.start()
-        return f"30% into step {step}, down {SERVER_OUTAGE_S:.0f} s"
+        return Injection(actual, f"30% into step {actual}{note}, down {SERVER_OUTAGE_S:.0f} s")
     return inject
 
 
@@ -269,9 +286,14 @@ def run(clean: int, rounds: int, batch_size: int, work: Path, seeds: Path) -> di
         rollout = statistics.median(steps[s] - watch.published_at(s - 1) for s in range(2, clean + 1))
         print(f"baseline: {baseline:.1f} s from step to step, {rollout:.1f} s of it the rollout (medians of "
               f"{len(intervals)} clean steps); target {target}", flush=True)
-        for step, fault in plan:
-            what = fault.inject(stack, watch, step, rollout)
-            at = time.time()
+        last_hit = 0
+        for planned, fault in plan:
+            step = max(planned, last_hit + 1)  # after a slip (STEP_SLIPS) the rest of the round moves with it
+            if step > target:
+                raise AssertionError(f"{fault.name} would fall after the target step {target} (faults slipped)")
+            hit = fault.inject(stack, watch, step, rollout)
+            last_hit = hit.step
+            at, step, what = time.time(), hit.step, hit.what
             before = max(s for s, t in watch.steps().items() if t <= at)
             injected.append((step, fault, at, what, before))
             print(f"[{at - began:7.1f} s] {fault.name}: {what}", flush=True)

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # bench/ is a directory of scripts, not an installed package
 
-from bench.faults import ROUND, WORKER_FAULT, run, table  # noqa: E402
+from bench.faults import ROUND, STEP_SLIPS, WORKER_FAULT, Watch, _step_started, run, table  # noqa: E402
 
 
 @pytest.mark.slow
@@ -42,6 +43,40 @@ def test_one_round_of_faults_loses_and_repeats_nothing(tmp_path: Path, shared_di
         assert result["restarts"][service] >= 1, (service, result["restarts"])
     # the trainer killed after publishing a version it had not checkpointed rewound the board to its checkpoint
     assert all(new == old - 1 for old, new in result["board_rewinds"]), result["board_rewinds"]
+
+
+class StepClock:
+    """Steps as a watch sees them on a loaded machine: step k is recorded at `ends[k - 1]` seconds after the start
+    and its version published at the same moment."""
+
+    def __init__(self, ends: list[float]) -> None:
+        self.ends, self.started = ends, time.monotonic()
+
+    def last_step(self) -> int:
+        now = time.monotonic() - self.started
+        return sum(1 for end in self.ends if end <= now)
+
+    def version(self) -> int:
+        return self.last_step()
+
+
+def test_a_fault_whose_step_ends_first_moves_to_the_next_step() -> None:
+    # step 1 ends at 0.1 s; step 2 ends 0.15 s later, before the fault's moment (0.5 x 0.4 s into it); step 3 is long
+    clock = StepClock([0.1, 0.25, 5.0])
+    step, note = _step_started(cast(Watch, clock), 2, 0.5, 0.4)
+    assert (step, clock.last_step()) == (3, 2)
+    assert note == " (planned for step 2, which ended first)"
+
+
+def test_a_fault_on_time_keeps_its_step() -> None:
+    clock = StepClock([0.05, 5.0])
+    assert _step_started(cast(Watch, clock), 2, 0.5, 0.2) == (2, "")
+
+
+def test_a_fault_that_can_never_catch_its_step_fails_with_the_steps_it_tried() -> None:
+    clock = StepClock([0.02 * k for k in range(1, 40)])  # every step shorter than the fault's moment
+    with pytest.raises(AssertionError, match=f"steps 2..{2 + STEP_SLIPS} each ended"):
+        _step_started(cast(Watch, clock), 2, 0.5, 0.2)
 
 
 def descendants(root: int) -> set[int]:
