@@ -244,14 +244,15 @@ ROUND = [
 
 
 def schedule(clean: int, rounds: int) -> tuple[list[tuple[int, Fault]], int]:
-    """(step, fault) pairs and the target step: `clean` steps, then per round one fault a step and a clean step."""
+    """(step, fault) pairs and the target step: `clean` steps, then per round one fault a step and a clean step, then
+    room for the last round's faults to slip `STEP_SLIPS` steps."""
     plan, step = [], clean + 1
     for _ in range(rounds):
         for fault in ROUND:
             plan.append((step, fault))
             step += 1
         step += 1  # a clean step after each round
-    return plan, step - 1
+    return plan, step - 1 + (STEP_SLIPS if rounds else 0)
 
 
 def everything_up(stack: Stack, watch: Watch) -> bool:

@@ -141,6 +141,10 @@ class Settings(BaseSettings):
     The MLP down projections' inputs carry the model's few huge activations, and dynamic quantization takes one
     scale per tensor: on the default model's own sampled tokens every Linear int8 is 0.80 nats per token from
     float32, 0.23 with `down_proj` float32; the LM head makes no difference (bench/engine_gap.py)."""
+    local_engine_int8_per_channel: bool = False
+    """With `local_engine_int8`: one int8 scale per output channel of each weight instead of one per tensor (torch's
+    `per_channel_dynamic_qconfig`); activations stay one scale per batch. Measured on the default model's own sampled
+    tokens in docs/benchmarks.md (bench/engine_gap.py --per-channel)."""
     torch_threads: int = Field(0, ge=0)
     """Threads torch uses on the CPU in this process (inference and updates); N > 0 fixes it. 0: in the embedded run
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers

@@ -30,7 +30,8 @@ RESUMED_FROM_FILE = {"run_id", "run_root", "profile", "model", "seed", "batch_si
                      "skip_zero_advantage_batches", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules",
                      "weight_decay", "grad_clip", "ppo_epochs", "micro_batch_tokens", "logprob_chunk_tokens",
                      "gradient_checkpointing", "trainer_bf16", "trainer_bf16_cpu", "local_engine_dtype",
-                     "local_engine_int8", "local_engine_int8_keep_float", "behaviour_is_cap"}
+                     "local_engine_int8", "local_engine_int8_keep_float", "local_engine_int8_per_channel",
+                     "behaviour_is_cap"}
 """Settings a resumed run takes from its saved settings.json (sizes, algorithm, and what fixes an update's numbers:
 its precision and how it is split), unless given again: the updates it remakes from the store equal the lost ones
 bit for bit only under the same settings, on the same CPU, with the same thread count (`update_threads`)."""

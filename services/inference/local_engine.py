@@ -21,7 +21,6 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -89,15 +88,17 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     return model.to(device).eval()
 
 
-def quantize_linear_int8(model: torch.nn.Module, keep_float: Sequence[str] = ()) -> torch.nn.Module:
-    """`model` with every `nn.Linear` (but those whose names end in one of `keep_float`, e.g. `down_proj`) replaced
-    in place by a dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN): weights int8 per tensor, activations
-    quantized per batch as they arrive. Embeddings, norms and the attention's softmax stay float32."""
-    spec: set[type[torch.nn.Module]] | dict[str, Any] = {torch.nn.Linear}
-    if keep_float:
-        suffixes = tuple(keep_float)
-        spec = {name: torch.ao.quantization.default_dynamic_qconfig for name, module in model.named_modules()
-                if isinstance(module, torch.nn.Linear) and not name.endswith(suffixes)}
+def quantize_linear_int8(model: torch.nn.Module, keep_float: Sequence[str] = (), *,
+                         per_channel: bool = False) -> torch.nn.Module:
+    """`model` with every `nn.Linear` (but those whose names end in one of `keep_float`, e.g. `down_proj` or
+    `layers.2.mlp.down_proj`) replaced in place by a dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN):
+    weights int8 with one scale per tensor, or per output channel with `per_channel`; activations quantized per batch
+    as they arrive. Embeddings, norms and the attention's softmax stay float32."""
+    qconfig = (torch.ao.quantization.per_channel_dynamic_qconfig if per_channel
+               else torch.ao.quantization.default_dynamic_qconfig)
+    suffixes = tuple(keep_float)
+    spec = {name: qconfig for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and not (suffixes and name.endswith(suffixes))}
     with warnings.catch_warnings():
         # torch.ao's eager quantization is deprecated in favour of the separate torchao package; it still ships with
         # torch (no extra dependency) and its kernels are the ones measured (docs/benchmarks.md).
@@ -111,10 +112,11 @@ class LocalEngine:
 
     def __init__(self, model_dir: str | Path, device: str = "auto", dtype: torch.dtype | None = None,
                  seed: int = 0, max_batch_rows: int = 32, int8_linear: bool = False,
-                 int8_keep_float: Sequence[str] = ()) -> None:
+                 int8_keep_float: Sequence[str] = (), int8_per_channel: bool = False) -> None:
         """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names).
         `int8_linear`: generate with int8 Linear layers (`Settings.local_engine_int8`; CPU and float32 only), but
-        those whose names end in one of `int8_keep_float` (`Settings.local_engine_int8_keep_float`)."""
+        those whose names end in one of `int8_keep_float` (`Settings.local_engine_int8_keep_float`), with one weight
+        scale per output channel when `int8_per_channel` (`Settings.local_engine_int8_per_channel`)."""
         self.model_dir = Path(model_dir)
         self.device = pick_device(device)
         self.dtype = dtype or default_dtype(self.device)
@@ -124,6 +126,7 @@ class LocalEngine:
                                  "or AZR_LOCAL_ENGINE_INT8=false")
         self.int8_linear = int8_linear
         self.int8_keep_float = tuple(int8_keep_float)
+        self.int8_per_channel = int8_per_channel
         self.max_batch_rows = max_batch_rows
         self.codec = PromptCodec.from_model_dir(self.model_dir)
         self._model = self._load(self.model_dir)
@@ -144,11 +147,14 @@ class LocalEngine:
         dtype = torch.float32 if settings.local_engine_int8 else settings_engine_dtype(settings)
         return cls(model_dir, device=settings.device, dtype=dtype, seed=settings.seed if seed is None else seed,
                    max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8,
-                   int8_keep_float=settings.local_engine_int8_keep_float)
+                   int8_keep_float=settings.local_engine_int8_keep_float,
+                   int8_per_channel=settings.local_engine_int8_per_channel)
 
     def _load(self, model_dir: str | Path, *, progress_bar: bool = True) -> torch.nn.Module:
         model = load_causal_lm(model_dir, self.device, self.dtype, progress_bar=progress_bar)
-        return quantize_linear_int8(model, self.int8_keep_float) if self.int8_linear else model
+        if not self.int8_linear:
+            return model
+        return quantize_linear_int8(model, self.int8_keep_float, per_channel=self.int8_per_channel)
 
     @staticmethod
     def _config_eos_ids(model: torch.nn.Module) -> set[int]:
@@ -193,8 +199,10 @@ class LocalEngine:
     def model_info(self) -> dict[str, object]:
         """What is loaded: path, weight version, prompt form, device, dtype."""
         dtype = str(self.dtype).removeprefix("torch.") + (" + int8 Linear" if self.int8_linear else "")
-        if self.int8_linear and self.int8_keep_float:
-            dtype += f" (float32: {', '.join(self.int8_keep_float)})"
+        notes = (["per channel"] if self.int8_linear and self.int8_per_channel else []) + (
+            [f"float32: {', '.join(self.int8_keep_float)}"] if self.int8_linear and self.int8_keep_float else [])
+        if notes:
+            dtype += f" ({'; '.join(notes)})"
         return {"model_path": self._model_path, "weight_version": self._version, "prompt_form": self.prompt_form,
                 "device": str(self.device), "dtype": dtype}
 

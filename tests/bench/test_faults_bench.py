@@ -21,7 +21,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # bench/ is a directory of scripts, not an installed package
 
-from bench.faults import ROUND, STEP_SLIPS, WORKER_FAULT, Watch, _step_started, run, table  # noqa: E402
+from bench.faults import ROUND, STEP_SLIPS, WORKER_FAULT, Watch, _step_started, run, schedule, table  # noqa: E402
 
 
 @pytest.mark.slow
@@ -66,6 +66,14 @@ def test_a_fault_whose_step_ends_first_moves_to_the_next_step() -> None:
     step, note = _step_started(cast(Watch, clock), 2, 0.5, 0.4)
     assert (step, clock.last_step()) == (3, 2)
     assert note == " (planned for step 2, which ended first)"
+
+
+def test_the_schedule_leaves_the_last_round_room_to_slip() -> None:
+    plan, target = schedule(clean=3, rounds=2)
+    steps = [step for step, _ in plan]
+    assert steps == [*range(4, 4 + len(ROUND)), *range(5 + len(ROUND), 5 + 2 * len(ROUND))]
+    assert target == steps[-1] + 1 + STEP_SLIPS  # a clean step, then the slack
+    assert schedule(clean=3, rounds=0) == ([], 3)
 
 
 def test_a_fault_on_time_keeps_its_step() -> None:

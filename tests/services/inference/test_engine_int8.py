@@ -3,6 +3,7 @@ from, and that a weight update keeps it."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,37 @@ def test_the_engine_keeps_the_named_layers_float32_through_a_weight_update(tiny_
         assert down and set(down.values()) == {torch.nn.Linear}
         assert quantized_linears(model)[0] > 0
     assert engine.model_info()["dtype"] == "float32 + int8 Linear (float32: down_proj)"
+
+
+def test_per_channel_weights_take_one_scale_per_output_row_and_move_the_outputs_less(tiny_dir: Path) -> None:
+    float32 = load_causal_lm(tiny_dir, torch.device("cpu"), torch.float32)
+    # one output row of a projection 50x larger than the rest: one scale per tensor rounds the others to a few levels
+    projection = float32.get_submodule("model.layers.0.mlp.gate_proj")
+    with torch.no_grad():
+        projection.weight[0] *= 50
+    x = torch.randn(3, projection.in_features)
+    with torch.no_grad():
+        exact = projection(x)[:, 1:]
+    per_tensor = quantize_linear_int8(copy.deepcopy(float32)).get_submodule("model.layers.0.mlp.gate_proj")
+    per_channel = quantize_linear_int8(float32, per_channel=True).get_submodule("model.layers.0.mlp.gate_proj")
+    assert per_tensor.weight().qscheme() is torch.per_tensor_affine
+    assert per_channel.weight().qscheme() is torch.per_channel_affine
+    assert per_channel.weight().q_per_channel_scales().numel() == projection.out_features
+    error = {name: float((module(x)[:, 1:] - exact).abs().mean())
+             for name, module in (("tensor", per_tensor), ("channel", per_channel))}
+    assert error["channel"] < error["tensor"] / 5, error
+
+
+def test_the_engine_quantizes_per_channel_from_settings_through_a_weight_update(tiny_dir: Path) -> None:
+    settings = Settings(local_engine_int8=True, local_engine_dtype="float32", device="cpu",
+                        local_engine_int8_per_channel=True, local_engine_int8_keep_float=["layers.0.mlp.down_proj"])
+    engine = LocalEngine.from_settings(tiny_dir, settings)
+    for model in (engine.model, engine._load(tiny_dir, progress_bar=False)):  # what a weight update loads
+        schemes = {m.weight().qscheme() for m in model.modules()
+                   if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)}
+        assert schemes == {torch.per_channel_affine}
+        assert type(model.get_submodule("model.layers.0.mlp.down_proj")) is torch.nn.Linear
+    assert engine.model_info()["dtype"] == "float32 + int8 Linear (per channel; float32: layers.0.mlp.down_proj)"
 
 
 def test_its_log_probs_stay_close_to_the_float32_models_on_its_own_samples(int8_engine: LocalEngine,
