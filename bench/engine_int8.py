@@ -3,6 +3,7 @@
     .venv/bin/python bench/engine_int8.py [--model qwen-coder-0.5b] [--rows 12] [--prompt-tokens 200] [--steps 8]
                                           [--repeats 2] [--out bench/results/engine_int8.json]
                                           [--keep-float down_proj]   # a third model: int8 but those layers
+                                          [--per-channel]  # (a third model:) per-channel weight scales
 
 Both models are built in this process from the same weights (the int8 one by `quantize_linear_int8`, what the
 engine does). Each repeat prefills the same `rows` prompts (CRUXEval programs, cut to `prompt-tokens`) in each model
@@ -61,6 +62,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--keep-float", nargs="*", default=[], metavar="NAME",
                         help="also time int8 with the Linear layers whose names end in NAME kept float32")
+    parser.add_argument("--per-channel", action="store_true",
+                        help="that variant (or, without --keep-float, a variant) with per-channel weight scales")
     args = parser.parse_args()
 
     from transformers import AutoTokenizer
@@ -68,7 +71,10 @@ def main() -> None:
     model_dir = resolve_model(args.model)
     float32 = load_causal_lm(model_dir, torch.device("cpu"), torch.float32)
     int8 = quantize_linear_int8(copy.deepcopy(float32))
-    partial = quantize_linear_int8(copy.deepcopy(float32), args.keep_float) if args.keep_float else None
+    variant = (["per channel"] if args.per_channel else []) + (
+        [f"{'/'.join(args.keep_float)} float32"] if args.keep_float else [])
+    partial = (quantize_linear_int8(copy.deepcopy(float32), args.keep_float, per_channel=args.per_channel)
+               if variant else None)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     rows = [json.loads(line) for line in args.data.read_text().splitlines()[:args.rows]]
     ids = torch.tensor([(tokenizer(row["code"] * 6)["input_ids"] * 8)[:args.prompt_tokens] for row in rows])
@@ -89,11 +95,11 @@ def main() -> None:
         if partial is not None:
             seconds_partial, logp_partial = decode_seconds(partial, ids, args.steps)
             kl_partial = float((logp_fp32.exp() * (logp_fp32 - logp_partial)).sum(-1).mean())
-            runs[-1] |= {"kept_float": list(args.keep_float),
+            runs[-1] |= {"kept_float": list(args.keep_float), "per_channel": args.per_channel,
                          "partial_s_per_step": round(seconds_partial, 3),
                          "partial_speedup": round(seconds_fp32 / seconds_partial, 2),
                          "partial_kl_nats": round(kl_partial, 5)}
-            print(f"          int8 with {'/'.join(args.keep_float)} float32 {seconds_partial:.3f} s/step: "
+            print(f"          int8, {', '.join(variant)}: {seconds_partial:.3f} s/step: "
                   f"{seconds_fp32 / seconds_partial:.2f}x; KL {kl_partial:.4f} nats")
     median = statistics.median(run["speedup"] for run in runs)
     print(f"median speedup of a decoding step: {median:.2f}x")
