@@ -137,10 +137,12 @@ class Settings(BaseSettings):
     per sampled token on the default model): the trainer recomputes π_old with its float32 weights, and
     `behaviour_is_cap` corrects the update for the mismatch. Off by default; the learning preset turns both on."""
     local_engine_int8_keep_float: list[str] = Field(default_factory=list)
-    """With `local_engine_int8`: Linear layers whose names end in one of these stay float32, e.g. `["down_proj"]`.
-    The MLP down projections' inputs carry the model's few huge activations, and dynamic quantization takes one
-    scale per tensor: on the default model's own sampled tokens every Linear int8 is 0.80 nats per token from
-    float32, 0.23 with `down_proj` float32; the LM head makes no difference (bench/engine_gap.py)."""
+    """With `local_engine_int8`: Linear layers whose names end in one of these (at a dot) stay float32, e.g.
+    `["down_proj"]` or one layer's `["layers.2.mlp.down_proj"]`. The MLP down projections' inputs carry the model's
+    few huge activations, and dynamic quantization takes one activation scale per batch: on the default model's own
+    sampled tokens every Linear int8 is 0.64-0.80 nats per token from float32, 0.23 with every `down_proj` float32
+    and 0.29 with the 8 most outlying of 24; the LM head makes no difference (bench/engine_gap.py ranks the
+    layers)."""
     local_engine_int8_per_channel: bool = False
     """With `local_engine_int8`: one int8 scale per output channel of each weight instead of one per tensor (torch's
     `per_channel_dynamic_qconfig`); activations stay one scale per batch. Measured on the default model's own sampled

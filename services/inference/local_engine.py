@@ -88,17 +88,22 @@ def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dty
     return model.to(device).eval()
 
 
+def ends_with_module_path(name: str, suffixes: Sequence[str]) -> bool:
+    """Whether module `name` ends in one of `suffixes` at a dot: `layers.2.mlp.down_proj` matches
+    `model.layers.2.mlp.down_proj`, not `model.layers.12.mlp.down_proj`."""
+    return any(name == suffix or name.endswith("." + suffix) for suffix in suffixes)
+
+
 def quantize_linear_int8(model: torch.nn.Module, keep_float: Sequence[str] = (), *,
                          per_channel: bool = False) -> torch.nn.Module:
-    """`model` with every `nn.Linear` (but those whose names end in one of `keep_float`, e.g. `down_proj` or
-    `layers.2.mlp.down_proj`) replaced in place by a dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN):
+    """`model` with every `nn.Linear` (but those whose names end in one of `keep_float` at a dot, e.g. `down_proj`
+    or `layers.2.mlp.down_proj`) replaced in place by a dynamically quantized int8 one (CPU kernels: fbgemm / oneDNN):
     weights int8 with one scale per tensor, or per output channel with `per_channel`; activations quantized per batch
     as they arrive. Embeddings, norms and the attention's softmax stay float32."""
     qconfig = (torch.ao.quantization.per_channel_dynamic_qconfig if per_channel
                else torch.ao.quantization.default_dynamic_qconfig)
-    suffixes = tuple(keep_float)
     spec = {name: qconfig for name, module in model.named_modules()
-            if isinstance(module, torch.nn.Linear) and not (suffixes and name.endswith(suffixes))}
+            if isinstance(module, torch.nn.Linear) and not ends_with_module_path(name, keep_float)}
     with warnings.catch_warnings():
         # torch.ao's eager quantization is deprecated in favour of the separate torchao package; it still ships with
         # torch (no extra dependency) and its kernels are the ones measured (docs/benchmarks.md).

@@ -4,13 +4,13 @@ launch resumes on both ranks from v2 and publishes version 3."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
 import redis
+from process_groups import run_process_group
 from trainer_episodes import six_group_batch
 from trainer_processes import redis_trainer_env
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -24,7 +24,7 @@ def torchrun_trainer(run_id: str, tiny_dir: Path, max_updates: int, env: dict[st
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                "-m", "azr", "trainer", "--run-id", run_id, "--model", str(tiny_dir), "--no-push",
                "--block-s", "0.2", "--max-updates", str(max_updates)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    result = run_process_group(command, timeout=300, env=env)  # a timeout ends the ranks too
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
     return result.stdout
 

@@ -11,12 +11,12 @@ import copy
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from process_groups import run_process_group
 from safetensors.torch import load_file
 from trainer_episodes import six_group_batch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -81,7 +81,7 @@ def run_torchrun(nproc: int, tiny_dir: Path, run_dir: Path, batches: list[Path],
     for batch in batches:
         command += ["--batch", str(batch)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=400, env=env)
+    result = run_process_group(command, timeout=400, env=env)  # a timeout ends the ranks too
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
     return json.loads(report.read_text())
 

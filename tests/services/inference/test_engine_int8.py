@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.inference.local_engine import LocalEngine, load_causal_lm, quantize_linear_int8
+from services.inference.local_engine import LocalEngine, ends_with_module_path, load_causal_lm, quantize_linear_int8
 from services.ports import InferenceError, SamplingParams
 from services.settings import Settings
 
@@ -40,6 +40,14 @@ def test_named_linear_layers_can_stay_float32(tiny_dir: Path) -> None:
     assert type(model.get_submodule("lm_head")) is torch.nn.Linear
     int8, plain = quantized_linears(model)
     assert plain == 1 and int8 > 0
+
+
+def test_kept_names_match_whole_path_components() -> None:
+    assert ends_with_module_path("model.layers.2.mlp.down_proj", ["layers.2.mlp.down_proj"])
+    assert ends_with_module_path("model.layers.2.mlp.down_proj", ["down_proj"])
+    assert ends_with_module_path("lm_head", ["lm_head"])
+    assert not ends_with_module_path("model.layers.12.mlp.down_proj", ["2.mlp.down_proj", "layers.2.mlp.down_proj"])
+    assert not ends_with_module_path("model.layers.2.mlp.down_proj", ["proj", "mlp"])
 
 
 def test_the_engine_keeps_the_named_layers_float32_through_a_weight_update(tiny_dir: Path) -> None:
