@@ -133,6 +133,11 @@ def test_the_learning_preset_trains_lora_adapters_at_the_measured_rate() -> None
     assert (settings.lora_rank, settings.learning_rate, settings.run_id) == (16, 1e-4, "learn-cpu")
     assert (settings.max_response_tokens, settings.batch_size, settings.steps) == (384, 2, 500)
     assert settings.entropy_coef == 0.0 and settings.skip_zero_advantage_batches  # updates only on signal
+    # the int8 engine, per channel, with the outlier layers' down projections float32, and its mismatch corrected
+    assert settings.local_engine_int8 and settings.local_engine_int8_per_channel and settings.behaviour_is_cap == 2.0
+    kept = settings.local_engine_int8_keep_float
+    assert kept and len(set(kept)) == len(kept)
+    assert all(name.startswith("layers.") and name.endswith(".mlp.down_proj") for name in kept)
 
 
 def show(*args: str, env: dict[str, str] | None = None) -> dict:
