@@ -15,6 +15,11 @@ and, once, before step 1: an executor worker SIGKILLed mid-job while the coordin
 tiny model proposes nothing the executor runs, so steps send it no job); its cost is the time until the killed job
 has an outcome.
 
+A mid-step fault is timed from its step's start (the previous step recorded and its version published) as a share
+of a clean step's rollout; where the step ends before that moment (a loaded machine, a version published late after
+a trainer restart) the fault moves to the next step, at most `STEP_SLIPS` times, says so in its row, and the rest of
+the round moves with it (the target leaves the last round that much room).
+
 Per fault: when it was injected (the step and what the process was doing), what recovered it (supervisor restarts
 seen, and the mechanism), seconds lost (the interval from the last step recorded before the fault to the first one
 after it, less the median clean interval), episodes lost / applied twice and triplets stored twice. Then the
