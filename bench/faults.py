@@ -360,6 +360,23 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def soak_table(result: dict[str, Any]) -> str:
+    """Per fault over every round: how often, median and largest seconds lost, episodes lost / duplicated and
+    triplets duplicated summed (the soak's summary; `table` lists each injection)."""
+    by_fault: dict[str, list[dict[str, Any]]] = {}
+    for row in result["faults"]:
+        by_fault.setdefault(row["fault"], []).append(row)
+    lines = ["| fault | times | s lost, median | s lost, max | moved to a later step | episodes lost / dup "
+             "| triplets dup |", "|---|---|---|---|---|---|---|"]
+    for fault, rows in by_fault.items():
+        lost = [r["seconds_lost"] for r in rows]
+        moved = sum("which ended first" in r["injected"] for r in rows)
+        lines.append(f"| {fault} | {len(rows)} | {statistics.median(lost):.1f} | {max(lost):.1f} | {moved} "
+                     f"| {sum(r['episodes_lost'] for r in rows)} / {sum(r['episodes_duplicated'] for r in rows)} "
+                     f"| {max(r['triplets_duplicated'] for r in rows)} |")
+    return "\n".join(lines)
+
+
 def stop_on_signals() -> None:
     """SIGTERM, and SIGINT even where the shell that started the bench ignores it (a background job), end the run
     through its teardown: the stack's processes live in their own process groups and outlive a bench killed outright."""
@@ -390,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"work directory: {work}", file=sys.stderr)
     print(table(result))
+    if args.rounds > 1:
+        print("\n" + soak_table(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if not result["problems"] else 1

@@ -21,7 +21,17 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # bench/ is a directory of scripts, not an installed package
 
-from bench.faults import ROUND, STEP_SLIPS, WORKER_FAULT, Watch, _step_started, run, schedule, table  # noqa: E402
+from bench.faults import (  # noqa: E402
+    ROUND,
+    STEP_SLIPS,
+    WORKER_FAULT,
+    Watch,
+    _step_started,
+    run,
+    schedule,
+    soak_table,
+    table,
+)
 
 
 @pytest.mark.slow
@@ -74,6 +84,21 @@ def test_the_schedule_leaves_the_last_round_room_to_slip() -> None:
     assert steps == [*range(4, 4 + len(ROUND)), *range(5 + len(ROUND), 5 + 2 * len(ROUND))]
     assert target == steps[-1] + 1 + STEP_SLIPS  # a clean step, then the slack
     assert schedule(clean=3, rounds=0) == ([], 3)
+
+
+def test_the_soak_table_summarises_each_fault_over_its_rounds() -> None:
+    def row(fault: str, lost: float, injected: str = "mid-step, 50% into step 4", dup: int = 0) -> dict[str, object]:
+        return {"fault": fault, "seconds_lost": lost, "injected": injected, "episodes_lost": 0,
+                "episodes_duplicated": dup, "triplets_duplicated": 0}
+
+    result = {"faults": [row("coordinator SIGKILL mid-step", 20.0), row("Redis SIGKILL", 0.5),
+                         row("coordinator SIGKILL mid-step", 30.0, "mid-step, 50% into step 13 (planned for step 12, "
+                                                                   "which ended first)", dup=1),
+                         row("coordinator SIGKILL mid-step", 4.0)]}
+    lines = soak_table(result).splitlines()
+    assert lines[2] == "| coordinator SIGKILL mid-step | 3 | 20.0 | 30.0 | 1 | 0 / 1 | 0 |"
+    assert lines[3] == "| Redis SIGKILL | 1 | 0.5 | 0.5 | 0 | 0 / 0 | 0 |"
+    assert len(lines) == 4
 
 
 def test_a_fault_on_time_keeps_its_step() -> None:
