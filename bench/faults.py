@@ -151,13 +151,17 @@ runs some steps faster than the clean steps' median, or publishes a version late
 
 def _step_started(watch: Watch, step: int, fraction: float, rollout_s: float) -> tuple[int, str]:
     """Wait until `step` runs (step − 1 recorded, its policy version published), then `fraction` of a clean step's
-    rollout. Returns (the step still running then, a note when that is a later one)."""
+    rollout. Returns (the step still running then, a note when that is a later one). Each move halves the wait: steps
+    faster than the clean ones (measured while the machine was busier) would otherwise keep ending first."""
+    wait_s = fraction * rollout_s
     for candidate in range(step, step + STEP_SLIPS + 1):
         wait_until(lambda c=candidate: watch.last_step() >= c - 1 and watch.version() >= c - 1, 900,
                    f"step {candidate} to start")
         if watch.last_step() > candidate - 1:
+            wait_s /= 2
             continue  # it ended while its version was being published
-        time.sleep(fraction * rollout_s)
+        time.sleep(wait_s)
+        wait_s /= 2
         if watch.last_step() == candidate - 1:
             return candidate, "" if candidate == step else f" (planned for step {step}, which ended first)"
     raise AssertionError(f"steps {step}..{step + STEP_SLIPS} each ended before the fault's moment")

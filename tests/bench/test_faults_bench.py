@@ -71,9 +71,10 @@ class StepClock:
 
 
 def test_a_fault_whose_step_ends_first_moves_to_the_next_step() -> None:
-    # step 1 ends at 0.1 s; step 2 ends 0.15 s later, before the fault's moment (0.5 x 0.4 s into it); step 3 is long
-    clock = StepClock([0.1, 0.25, 5.0])
-    step, note = _step_started(cast(Watch, clock), 2, 0.5, 0.4)
+    # step 1 ends at 0.4 s; step 2 ends 0.6 s later, before the fault's moment (0.5 x 1.6 s into it, at 1.2 s); the
+    # fault then waits half as long (to 1.6 s) in step 3, which ends at 2 s
+    clock = StepClock([0.4, 1.0, 2.0, 20.0])
+    step, note = _step_started(cast(Watch, clock), 2, 0.5, 1.6)
     assert (step, clock.last_step()) == (3, 2)
     assert note == " (planned for step 2, which ended first)"
 
@@ -107,9 +108,9 @@ def test_a_fault_on_time_keeps_its_step() -> None:
 
 
 def test_a_fault_that_can_never_catch_its_step_fails_with_the_steps_it_tried() -> None:
-    clock = StepClock([0.02 * k for k in range(1, 40)])  # every step shorter than the fault's moment
+    clock = StepClock([0.01 * k for k in range(1, 80)])  # every step shorter than even the halved moments
     with pytest.raises(AssertionError, match=f"steps 2..{2 + STEP_SLIPS} each ended"):
-        _step_started(cast(Watch, clock), 2, 0.5, 0.2)
+        _step_started(cast(Watch, clock), 2, 0.5, 0.4)
 
 
 def descendants(root: int) -> set[int]:
