@@ -27,7 +27,7 @@ run-wide checks of bench/fault_checks.py (exactly the target step, every episode
 twice, versions only up) and every process up. Prints the table; writes bench/results/faults.json.
 
     nice -n 19 .venv/bin/python bench/faults.py                  # short form (CI runs it: tests/bench)
-    nice -n 19 .venv/bin/python bench/faults.py --rounds 15      # the soak (>= 30 min here)
+    nice -n 19 .venv/bin/python bench/faults.py --rounds 12      # the soak (>= 30 min here: 44.5 min)
 """
 
 from __future__ import annotations
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_signals()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=1,
-                        help="rounds of the eight faults (10: ~29 min on 2 shared cores; the soak: 15)")
+                        help="rounds of the eight faults (12: 44.5 min on 2 shared cores, the soak)")
     parser.add_argument("--clean", type=int, default=3, help="clean steps first (the baseline step time)")
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
