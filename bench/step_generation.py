@@ -4,6 +4,7 @@
                                               [--repeats 1] [--ignore-eos] [--int8]
                                               [--out bench/results/step_generation.json]
     .venv/bin/python bench/step_generation.py --int8-batch-sizes 2 4 [--repeats 2] [--out FILE]
+                                              [--per-channel] [--keep-float NAME ...]   # the learning preset's engine
 
 The prompts are a real step's at step 0: B proposer prompts per task type (K = 6 references drawn from the
 authors' seed triplets shipped in the package; induction shows one program) and B solver prompts per task type
@@ -20,7 +21,8 @@ the median. `--ignore-eos` decodes every row to the cap (no tail: isolates prefi
 stop where the model stops, as in a run (the tail a batch waits for is part of what is measured).
 
 `--int8-batch-sizes 2 4 ...` times only the int8 engine's "now" generation of a step at each B (the first is the
-baseline of the ratio), what bench/signal_odds.py needs as `--step-seconds` to rank batch sizes.
+baseline of the ratio), what bench/signal_odds.py needs as `--step-seconds` to rank batch sizes; `--per-channel` and
+`--keep-float` give that engine the learning preset's int8 form (`local_engine_int8_per_channel`, `_keep_float`).
 """
 
 from __future__ import annotations
@@ -126,6 +128,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--int8-batch-sizes", type=int, nargs="+", default=[],
                         help="time only the int8 engine's step generation at each of these B")
+    parser.add_argument("--per-channel", action="store_true",
+                        help="with --int8-batch-sizes: one weight scale per output channel")
+    parser.add_argument("--keep-float", nargs="*", default=[], metavar="NAME",
+                        help="with --int8-batch-sizes: Linear layers left float32 (names matched at a dot)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.int8_batch_sizes:
@@ -182,11 +188,13 @@ def main() -> None:
 def batch_sizes_int8(args: argparse.Namespace) -> None:
     """The int8 engine's generation of one step at each B in `args.int8_batch_sizes`, `args.repeats` times (B
     interleaved within a repeat, so load drifts hit every size alike); seconds and the ratio to the first B."""
-    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, int8_linear=True)
+    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, int8_linear=True,
+                         int8_keep_float=args.keep_float, int8_per_channel=args.per_channel)
+    form = str(engine.model_info()["dtype"])
     sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=args.seed,
                               stop=[])
     prompts = {size: step_prompts(engine, size, random.Random(args.seed)) for size in args.int8_batch_sizes}
-    print(f"{args.model} (int8 Linear), {torch.get_num_threads()} threads; one step's prompts at B = "
+    print(f"{args.model} ({form}), {torch.get_num_threads()} threads; one step's prompts at B = "
           f"{', '.join(map(str, args.int8_batch_sizes))} (6 B rows each), {args.max_new_tokens} new tokens at most")
     seconds: dict[int, list[float]] = {size: [] for size in args.int8_batch_sizes}
     tokens: dict[int, list[int]] = {size: [] for size in args.int8_batch_sizes}
@@ -204,7 +212,7 @@ def batch_sizes_int8(args: argparse.Namespace) -> None:
     for size, row in table.items():
         print(f"B = {size}: median {row['median_seconds']:.1f} s, {row['ratio']:.2f}x B = {args.int8_batch_sizes[0]}")
     if args.out:
-        args.out.write_text(json.dumps({"model": args.model, "engine": "int8 Linear", "threads":
+        args.out.write_text(json.dumps({"model": args.model, "engine": form, "threads":
                                         torch.get_num_threads(), "max_new_tokens": args.max_new_tokens,
                                         "repeats": args.repeats, "batch_sizes": table}, indent=2) + "\n")
 
