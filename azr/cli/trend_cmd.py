@@ -33,13 +33,14 @@ def trend(
         help="Two `azr eval` per-sample files of the same rows: before and after.")] = None,
     per_step: Annotated[bool, typer.Option(
         help="Also print each step's update diagnostics (gradient norm, entropy, clip fraction, approximate KL) "
-             "and which (task type, role) groups carried signal (rewards not all equal), with a count per group.")
+             "and which (task type, role) groups carried signal (rewards not all equal), with a count per group; "
+             "then how often each format failure, parse failure and executor status occurred.")
     ] = False,
 ) -> None:
     """Print, per task type, the solver's format-OK share and mean reward over the first k and last k steps, the
     difference, a one-sided permutation p-value and a bootstrap 95% interval; with --probe, accuracy and format-OK
     before/after, rows fixed and broken, and a one-sided sign-test p-value; with --per-step, the diagnosis of
-    each step."""
+    each step and why responses failed (first k and last k)."""
     from services.reporting.trend_comparison import SERIES, compare_probe
     from services.reporting.trend_comparison import trend as trend_of
 
@@ -68,12 +69,13 @@ def trend(
                        f"{c.correct_after}/{c.rows}, format OK {c.format_ok_before} -> {c.format_ok_after}, "
                        f"fixed {c.fixed}, broken {c.broken}, sign test p = {c.p_value:.4f}")
     if per_step:
-        print_diagnosis(lines)
+        print_diagnosis(lines, window)
 
 
-def print_diagnosis(lines: list[dict]) -> None:
-    """One row per step: the update's diagnostics and the groups whose rewards differed; then a count per group."""
-    from services.reporting.run_diagnosis import UPDATE_KEYS, diagnose, signal_counts
+def print_diagnosis(lines: list[dict], window: int) -> None:
+    """One row per step: the update's diagnostics and the groups whose rewards differed; then a count per group;
+    then the outcome counts (why responses failed, what their programs did), all steps and first/last k."""
+    from services.reporting.run_diagnosis import UPDATE_KEYS, diagnose, outcome_counts, signal_counts
 
     steps = diagnose(lines)
     names = [key.removeprefix("train/") for key in UPDATE_KEYS]
@@ -83,3 +85,8 @@ def print_diagnosis(lines: list[dict]) -> None:
         typer.echo(f"{step.step:5d} {values}  {', '.join(step.signal_groups) or '(none)'}")
     counts = ", ".join(f"{group} {count}" for group, count in signal_counts(steps).items())
     typer.echo(f"steps with signal, of {len(steps)}: {counts}")
+    outcomes = outcome_counts(lines, window)
+    if outcomes:
+        typer.echo(f"\n{'outcome (responses)':60} {'all':>5} {f'first {window}':>9} {f'last {window}':>8}")
+        for c in outcomes:
+            typer.echo(f"{c.key:60} {c.total:5d} {c.first:9d} {c.last:8d}")

@@ -5,7 +5,8 @@ Pure: built from the step's records. Keys are stable (plots and the dashboard re
 0 means every Eq 8 advantage of the group is 0, so it carries no policy-gradient signal this step),
 `format_ok/<type>/<role>` (share of the group's responses passing the Eq 6 format check), `solve_rate/<type>`,
 `learnability/<type>` (mean r̄ over valid, well-formed proposals),
-`response_tokens/<type>/<role>`, `buffer/<type>`, `parse_failures/<reason>`, `exec_status/<status>`,
+`response_tokens/<type>/<role>`, `buffer/<type>`, `parse_failures/<type>/<reason>`,
+`format_failures/<type>/<role>/<reason>`, `exec_status/<type>/<role>/<status>` (counts),
 `time/<phase>` (seconds), plus `step`, `policy_version`, `episodes`.
 """
 
