@@ -1,4 +1,5 @@
-"""PNG figures of a run's metrics (`azr plot`): rewards, response lengths, proposals, task metrics, CRUXEval.
+"""PNG figures of a run's metrics (`azr plot`): rewards, format-OK shares, response lengths, proposals, task metrics,
+CRUXEval.
 
 Figures are built on `matplotlib.figure.Figure` directly, never pyplot: no global figure state, no display, and the
 PNG is rendered by Agg whatever backend the environment names. A step without a value is a gap in the line (markers
@@ -9,6 +10,7 @@ find it in the pixels).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,13 @@ CRUXEVAL_COLOURS: dict[str, str] = {"eval/cruxeval_o": "#17becf", "eval/cruxeval
 CRUXEVAL_LABELS: dict[str, str] = {"eval/cruxeval_o": "CRUXEval-O (output prediction)",
                                    "eval/cruxeval_i": "CRUXEval-I (input prediction)"}
 """Legend label per CRUXEval key."""
+
+FORMAT_OK_SMOOTHING = 5
+"""Steps in the trailing mean drawn over each format-OK series: at a small B one step's share is 0, 1/B, ... 1, so
+the per-step points alone hide a trend."""
+
+NO_FORMAT_OK = "no format_ok metrics in this run"
+"""Why `format_ok.png` is not written when no line has a `format_ok/<type>/<role>` value."""
 
 NO_CRUXEVAL = "no CRUXEval evaluation in this run"
 """Why `cruxeval.png` is not written when no line has an `eval/cruxeval_*` value."""
@@ -124,6 +133,39 @@ def rewards_figure(run: RunMetrics) -> Figure:
     return role_figure(run, "reward", "Reward per task type and role (Eq 6)", "mean reward", (-1.1, 1.1))
 
 
+def trailing_mean(series: Series, window: int) -> Series:
+    """At each step, the mean of the values among the last `window` steps up to it (NaN skipped; NaN if none)."""
+    values = []
+    for index in range(len(series.values)):
+        recent = [v for v in series.values[max(0, index - window + 1):index + 1] if not math.isnan(v)]
+        values.append(sum(recent) / len(recent) if recent else math.nan)
+    return Series(f"{series.key} (trailing mean of {window})", list(series.steps), values)
+
+
+def format_ok_figure(run: RunMetrics) -> Figure | None:
+    """Share of well-formed responses (the Eq 6 format check) per task type x role: each step as a faint point, and
+    the trailing mean over FORMAT_OK_SMOOTHING steps as a line. None when the run logged no format-OK share."""
+    task_types = run.task_types() or ["deduction", "abduction", "induction"]
+    if not any(run.series(f"format_ok/{t}/{role}").has_data for t in task_types for role in KNOWN_ROLES):
+        return None
+    figure = _new_figure(5.0 * len(task_types), 4.6, "Well-formed responses per task type and role (Eq 6 format)")
+    for axes, task_type in zip(figure.subplots(1, len(task_types), squeeze=False)[0], task_types):
+        drawn = []
+        for role in KNOWN_ROLES:
+            series = run.series(f"format_ok/{task_type}/{role}")
+            if not series.has_data:
+                continue
+            colour = ROLE_COLOURS.get(role, "#7f7f7f")
+            axes.plot(series.steps, series.values, color=colour, linestyle="none", marker="o", markersize=3.5,
+                      alpha=0.35)
+            drawn.append(_draw(axes, trailing_mean(series, FORMAT_OK_SMOOTHING), colour=colour,
+                               label=f"{role} (mean of {FORMAT_OK_SMOOTHING} steps)",
+                               linestyle=ROLE_LINESTYLES.get(role, "-.")))
+        axes.set_ylim(-0.05, 1.05)
+        _finish_panel(axes, task_type, "share well-formed", any(drawn))
+    return figure
+
+
 def response_length_figure(run: RunMetrics) -> Figure:
     """Mean response length in tokens per task type x role over steps."""
     return role_figure(run, "response_tokens", "Response length per task type and role", "mean tokens", None)
@@ -197,6 +239,7 @@ def cruxeval_figure(run: RunMetrics) -> Figure | None:
 
 FIGURES: tuple[tuple[str, Callable[[RunMetrics], Figure | None], str], ...] = (
     ("rewards.png", rewards_figure, ""),
+    ("format_ok.png", format_ok_figure, NO_FORMAT_OK),
     ("response_length.png", response_length_figure, ""),
     ("proposals.png", proposals_figure, ""),
     ("task_complexity.png", task_complexity_figure, NO_TASK_METRICS),

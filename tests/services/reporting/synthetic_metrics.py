@@ -20,6 +20,8 @@ def metrics_line(step: int, *, reward_shift: float = 0.0, with_eval: bool = Fals
         line[f"learnability/{task_type}"] = 0.5
         line[f"reward/{task_type}/propose"] = max(-1.0, min(1.0, -0.9 + 0.15 * step + reward_shift))
         line[f"reward/{task_type}/solve"] = max(-1.0, min(1.0, -0.6 + 0.1 * step - reward_shift))
+        line[f"format_ok/{task_type}/propose"] = min(1.0, 0.5 + 0.1 * step)
+        line[f"format_ok/{task_type}/solve"] = min(1.0, 0.2 + 0.15 * step)
         line[f"response_tokens/{task_type}/propose"] = 100.0 + 20 * step + 5 * index
         line[f"response_tokens/{task_type}/solve"] = 60.0 + 10 * step
         if with_task_metrics:

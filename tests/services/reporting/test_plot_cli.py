@@ -35,7 +35,7 @@ def test_a_truncated_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None
     assert completed.exit_code == 0, completed.output
     assert "warning:" in completed.stderr and "line 4 skipped" in completed.stderr
     printed = completed.stdout.splitlines()
-    expected = [str(out / name) for name in ("rewards.png", "response_length.png", "proposals.png")]
+    expected = [str(out / name) for name in ("rewards.png", "format_ok.png", "response_length.png", "proposals.png")]
     assert [line for line in printed if line.endswith(".png")] == expected
     assert "cruxeval.png not written: no CRUXEval evaluation in this run" in printed
     for path in expected:

@@ -42,7 +42,7 @@ def test_plot_a_real_tiny_run(tmp_path: Path, shared_dir: Path) -> None:
     assert plotted.stderr.count("warning:") == 0, plotted.stderr
     printed = plotted.stdout.splitlines()
     plots = run_dir / "plots"
-    for name in ("rewards.png", "response_length.png", "proposals.png"):
+    for name in ("rewards.png", "format_ok.png", "response_length.png", "proposals.png"):
         assert str(plots / name) in printed
     # This run has no evaluation; the tiny model rarely proposes a valid task, so task metrics may be absent too:
     # each figure is there exactly when the file has its data, and otherwise stdout says why.

@@ -4,6 +4,7 @@ empty panels drawn without crashing, figures that change with the data, and the 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +14,24 @@ from services.reporting.plots import (
     CRUXEVAL_COLOURS,
     DPI,
     NO_CRUXEVAL,
+    NO_FORMAT_OK,
     NO_TASK_METRICS,
     ROLE_COLOURS,
     TYPE_COLOURS,
     cruxeval_figure,
+    format_ok_figure,
     response_length_figure,
     rewards_figure,
     task_complexity_figure,
+    trailing_mean,
     write_figures,
 )
-from services.reporting.run_metrics import RunMetrics, load_run_metrics, parse_metrics_text
+from services.reporting.run_metrics import RunMetrics, Series, load_run_metrics, parse_metrics_text
 from tests.services.reporting.png_checks import assert_real_figure, pixels_of_colour, read_rgb
 from tests.services.reporting.synthetic_metrics import metrics_line, write_run
 
-ALL_FIGURES = ["rewards.png", "response_length.png", "proposals.png", "task_complexity.png", "cruxeval.png"]
+ALL_FIGURES = ["rewards.png", "format_ok.png", "response_length.png", "proposals.png", "task_complexity.png",
+               "cruxeval.png"]
 LINE_PIXELS = 100  # a drawn 3-step line at 100 dpi covers several hundred pixels of its colour
 
 
@@ -41,7 +46,7 @@ def test_every_figure_is_written_and_shows_its_lines(tmp_path: Path) -> None:
     out, written, not_written = render(tmp_path, "full", lines)
     assert [path.name for path in written] == ALL_FIGURES and not_written == {}
     images = {name: assert_real_figure(out / name) for name in ALL_FIGURES}
-    for name in ("rewards.png", "response_length.png"):
+    for name in ("rewards.png", "format_ok.png", "response_length.png"):
         for role, colour in ROLE_COLOURS.items():
             assert pixels_of_colour(images[name], colour) > LINE_PIXELS, (name, role)
     for name in ("proposals.png", "task_complexity.png"):
@@ -94,7 +99,7 @@ def test_gaps_and_missing_keys_are_drawn_without_crashing(tmp_path: Path) -> Non
         line["reward/induction/propose"] = line["reward/induction/solve"] = None
     lines[4] = {"step": 5, "policy_version": 4}  # a line with almost nothing in it
     out, written, _ = render(tmp_path, "gaps", lines)
-    assert [path.name for path in written] == ALL_FIGURES[:4]
+    assert [path.name for path in written] == ALL_FIGURES[:5]
     for path in written:
         assert_real_figure(path)
     run = load_run_metrics(out.parent)
@@ -109,7 +114,7 @@ def test_cruxeval_and_task_figures_are_left_out_when_the_run_has_none(tmp_path: 
     for line in lines:
         line["task/n_tasks"] = 0.0  # what the coordinator logs when no proposal was valid
     out, written, not_written = render(tmp_path, "bare", lines)
-    assert [path.name for path in written] == ["rewards.png", "response_length.png", "proposals.png"]
+    assert [path.name for path in written] == ["rewards.png", "format_ok.png", "response_length.png", "proposals.png"]
     assert not_written == {"task_complexity.png": NO_TASK_METRICS, "cruxeval.png": NO_CRUXEVAL}
     assert not (out / "cruxeval.png").exists() and not (out / "task_complexity.png").exists()
 
@@ -141,3 +146,28 @@ def test_task_figure_falls_back_to_the_raw_metric_and_marks_missing_panels() -> 
     assert list(panels[0].get_lines()[0].get_ydata()) == [3.0, 4.0, 5.0]
     for axes in panels[1:]:
         assert "no data" in [t.get_text() for t in axes.texts]
+
+
+def test_the_trailing_mean_skips_gaps_and_averages_the_last_steps() -> None:
+    series = Series("format_ok/deduction/solve", [1, 2, 3, 4, 5], [0.0, 1.0, math.nan, 0.5, 1.0])
+    smoothed = trailing_mean(series, 3)
+    assert smoothed.steps == [1, 2, 3, 4, 5]
+    assert smoothed.values == [0.0, 0.5, 0.5, 0.75, 0.75]
+    assert math.isnan(trailing_mean(Series("x", [1], [math.nan]), 3).values[0])
+
+
+def test_the_format_ok_figure_draws_each_step_and_its_trailing_mean_or_is_left_out() -> None:
+    lines = [metrics_line(step, with_task_metrics=False) for step in range(1, 7)]
+    run = parse_metrics_text("".join(json.dumps(line) + "\n" for line in lines), Path("metrics.jsonl"))
+    figure = format_ok_figure(run)
+    assert figure is not None
+    deduction = figure.axes[0]
+    means = {line.get_label(): line for line in deduction.get_lines() if not line.get_label().startswith("_")}
+    assert set(means) == {"propose (mean of 5 steps)", "solve (mean of 5 steps)"}
+    solve = [line["format_ok/deduction/solve"] for line in lines]
+    assert list(means["solve (mean of 5 steps)"].get_ydata())[-1] == sum(solve[-5:]) / 5
+    assert len(deduction.get_lines()) == 4  # per role: the per-step points and the mean
+    bare = [{k: v for k, v in line.items() if not k.startswith("format_ok/")} for line in lines]
+    bare_run = parse_metrics_text("".join(json.dumps(line) + "\n" for line in bare), Path("metrics.jsonl"))
+    assert format_ok_figure(bare_run) is None
+    assert NO_FORMAT_OK.startswith("no format_ok")
