@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from services.inference.causal_lm import hf_model
+from services.process_memory import release_free_memory
 from trainer_svc.checkpoints import checkpoint_name
 from trainer_svc.lora import has_adapters, merged_state_dict
 
@@ -132,7 +133,9 @@ def export_weights(loaded: Any, run_dir: Path, *, policy_version: int) -> Path:
     trainer.policy_version = policy_version
     ranks = trainer.ranks
     if ranks is None:
-        return write_serving_weights(run_dir, trainer.model, policy_version)
+        path = write_serving_weights(run_dir, trainer.model, policy_version)
+        release_free_memory()  # the merged and bf16 copies just freed (services/process_memory.py)
+        return path
     from trainer_svc.distributed_env import wait_for_all
     from trainer_svc.fsdp_wrap import gather_full_weights
     from trainer_svc.rank_commands import ExportCommand, announce
@@ -143,5 +146,7 @@ def export_weights(loaded: Any, run_dir: Path, *, policy_version: int) -> Path:
     path = weights_root(run_dir) / checkpoint_name(policy_version)
     if ranks.is_main:
         path = write_serving_weights(run_dir, trainer.model, policy_version, state=weights)
+    del weights
+    release_free_memory()
     wait_for_all(ranks)
     return path

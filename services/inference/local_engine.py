@@ -30,6 +30,7 @@ from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
 from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
+from services.process_memory import release_free_memory
 from services.settings import Settings
 
 INITIAL_WEIGHT_VERSION = "0"
@@ -260,6 +261,8 @@ class LocalEngine:
             self._model_path = str(model_path)
             self._version = str(policy_version)
             self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(model)
+        del model
+        release_free_memory()  # the old model and the load's float32 copy: otherwise resident (process_memory.py)
 
     def forward_logprobs(self, prompt: Sequence[int], output_ids: Sequence[int], temperature: float = 1.0
                          ) -> list[float]:

@@ -1,0 +1,38 @@
+"""Hand freed heap memory back to the operating system after a large transient allocation.
+
+glibc's malloc raises its mmap threshold each time a large block is freed (up to 32 MiB), so after the first weight
+reload most tensors of a 0.5B model come from the heap, and the freed ones stay resident: the learning run's process
+grew ~2 GB a step (a bf16 export, a float32 load and int8 quantization of the model every step) to 17–19 GB.
+`malloc_trim(0)` returns the free pages; it is glibc-only (a no-op returning False elsewhere), thread-safe, and
+takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import platform
+from collections.abc import Callable
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_free_memory() -> bool:
+    """Return the C heap's free pages to the OS (glibc `malloc_trim(0)`); False where the C library has no such call."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
