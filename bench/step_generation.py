@@ -1,8 +1,8 @@
 """A self-play step's generation on the local engine: today's engine against the one it replaced, in one run.
 
     .venv/bin/python bench/step_generation.py [--model qwen-coder-0.5b] [--batch-size 2] [--max-new-tokens 768]
-                                              [--repeats 1] [--ignore-eos] [--int8]
-                                              [--out bench/results/step_generation.json]
+                                              [--repeats 1] [--ignore-eos] [--int8 [--per-channel]
+                                              [--keep-float NAME ...]] [--out bench/results/step_generation.json]
     .venv/bin/python bench/step_generation.py --int8-batch-sizes 2 4 [--repeats 2] [--out FILE]
                                               [--per-channel] [--keep-float NAME ...]   # the learning preset's engine
 
@@ -15,14 +15,16 @@ authors' seed triplets shipped in the package; induction shows one program) and 
 - now: proposers and solvers in one call (the step answers its solve batch's fill with the proposers), each prompt
   prefilled on its own from the longest prefix it shares with an earlier one (services/inference/prefill.py).
 
-With `--int8`, a third way: "now" on an engine whose Linear layers are int8 (`local_engine_int8`; float32 otherwise).
+With `--int8`, a third way: "now" on an engine whose Linear layers are int8 (`local_engine_int8`; float32 otherwise;
+`--per-channel` and `--keep-float` give it the learning preset's int8 form).
 It prints wall seconds, prompt positions computed, tokens generated and the speedup (baseline / now) per repeat and
 the median. `--ignore-eos` decodes every row to the cap (no tail: isolates prefill and batching); without it rows
 stop where the model stops, as in a run (the tail a batch waits for is part of what is measured).
 
 `--int8-batch-sizes 2 4 ...` times only the int8 engine's "now" generation of a step at each B (the first is the
 baseline of the ratio), what bench/signal_odds.py needs as `--step-seconds` to rank batch sizes; `--per-channel` and
-`--keep-float` give that engine the learning preset's int8 form (`local_engine_int8_per_channel`, `_keep_float`).
+`--keep-float` give that engine the learning preset's int8 form (`local_engine_int8_per_channel`, `_keep_float`) here
+too.
 """
 
 from __future__ import annotations
@@ -129,9 +131,9 @@ def main() -> None:
     parser.add_argument("--int8-batch-sizes", type=int, nargs="+", default=[],
                         help="time only the int8 engine's step generation at each of these B")
     parser.add_argument("--per-channel", action="store_true",
-                        help="with --int8-batch-sizes: one weight scale per output channel")
+                        help="the int8 engine (--int8 or --int8-batch-sizes): one weight scale per output channel")
     parser.add_argument("--keep-float", nargs="*", default=[], metavar="NAME",
-                        help="with --int8-batch-sizes: Linear layers left float32 (names matched at a dot)")
+                        help="the int8 engine: Linear layers left float32 (names matched at a dot)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.int8_batch_sizes:
@@ -141,7 +143,8 @@ def main() -> None:
     model_dir = resolve_model(args.model)
     dtype = engine_dtype("auto", torch.device("cpu"))
     engine = LocalEngine(model_dir, device="cpu", dtype=dtype, seed=args.seed)
-    int8 = LocalEngine(model_dir, device="cpu", seed=args.seed, int8_linear=True) if args.int8 else None
+    int8 = LocalEngine(model_dir, device="cpu", seed=args.seed, int8_linear=True, int8_keep_float=args.keep_float,
+                       int8_per_channel=args.per_channel) if args.int8 else None
     if args.ignore_eos:
         for each in (engine, int8):
             if each is not None:
@@ -152,7 +155,8 @@ def main() -> None:
     padded_positions = sum(len(calls) * max(len(p) for p in calls) for calls in (proposers, solvers))
     shared_positions = sum(len(p) - taken for p, (_, taken) in
                            zip(proposers + solvers, shared_prefix_plan(proposers + solvers)))
-    print(f"{args.model} ({str(dtype).removeprefix('torch.')}), {torch.get_num_threads()} threads; "
+    int8_form = f"; int8 engine {int8.model_info()['dtype']}" if int8 is not None else ""
+    print(f"{args.model} ({str(dtype).removeprefix('torch.')}{int8_form}), {torch.get_num_threads()} threads; "
           f"{len(proposers)} proposer + {len(solvers)} solver prompts, {args.max_new_tokens} new tokens at most"
           f"{' (EOS ignored)' if args.ignore_eos else ''}; prompt positions computed: baseline {padded_positions}, "
           f"now {shared_positions}")
@@ -178,6 +182,7 @@ def main() -> None:
         print(f"median speedup with int8 Linear layers: {median_int8:.2f}x")
     if args.out:
         args.out.write_text(json.dumps({"model": args.model, "dtype": str(dtype), "threads": torch.get_num_threads(),
+                                        "int8_engine": int8.model_info()["dtype"] if int8 is not None else None,
                                         "batch_size": args.batch_size, "max_new_tokens": args.max_new_tokens,
                                         "ignore_eos": args.ignore_eos, "prompt_positions": {
                                             "baseline": padded_positions, "now": shared_positions},
