@@ -23,8 +23,7 @@ stop where the model stops, as in a run (the tail a batch waits for is part of w
 
 `--int8-batch-sizes 2 4 ...` times only the int8 engine's "now" generation of a step at each B (the first is the
 baseline of the ratio), what bench/signal_odds.py needs as `--step-seconds` to rank batch sizes; `--per-channel` and
-`--keep-float` give that engine the learning preset's int8 form (`local_engine_int8_per_channel`, `_keep_float`) here
-too.
+`--keep-float` give that engine the learning preset's int8 form (`local_engine_int8_per_channel`, `_keep_float`).
 """
 
 from __future__ import annotations
@@ -107,6 +106,12 @@ def padded_prefill_batch(forward: Callable[..., Any], prompts: Sequence[Sequence
     return PrefilledBatch(cache=cache, last_logits=logits, attention_mask=mask, positions=positions)
 
 
+def int8_engine(model_dir: Path, args: argparse.Namespace) -> LocalEngine:
+    """The engine with int8 Linear layers, in the form `--per-channel` and `--keep-float` ask for."""
+    return LocalEngine(model_dir, device="cpu", seed=args.seed, int8_linear=True, int8_keep_float=args.keep_float,
+                       int8_per_channel=args.per_channel)
+
+
 def timed(engine: LocalEngine, calls: list[list[list[int]]], sampling: SamplingParams,
           prefill: Callable[..., PrefilledBatch]) -> dict[str, float]:
     """Wall seconds and tokens of generating `calls` one after the other with `prefill`."""
@@ -143,8 +148,7 @@ def main() -> None:
     model_dir = resolve_model(args.model)
     dtype = engine_dtype("auto", torch.device("cpu"))
     engine = LocalEngine(model_dir, device="cpu", dtype=dtype, seed=args.seed)
-    int8 = LocalEngine(model_dir, device="cpu", seed=args.seed, int8_linear=True, int8_keep_float=args.keep_float,
-                       int8_per_channel=args.per_channel) if args.int8 else None
+    int8 = int8_engine(model_dir, args) if args.int8 else None
     if args.ignore_eos:
         for each in (engine, int8):
             if each is not None:
@@ -193,8 +197,7 @@ def main() -> None:
 def batch_sizes_int8(args: argparse.Namespace) -> None:
     """The int8 engine's generation of one step at each B in `args.int8_batch_sizes`, `args.repeats` times (B
     interleaved within a repeat, so load drifts hit every size alike); seconds and the ratio to the first B."""
-    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, int8_linear=True,
-                         int8_keep_float=args.keep_float, int8_per_channel=args.per_channel)
+    engine = int8_engine(resolve_model(args.model), args)
     form = str(engine.model_info()["dtype"])
     sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=1.0, seed=args.seed,
                               stop=[])
