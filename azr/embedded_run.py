@@ -30,6 +30,7 @@ class EmbeddedRun:
                  prometheus: CoordinatorMetrics | None = None) -> None:
         """`prometheus`: record the steps and the executor's tasks there (what `azr run` serves on `/metrics`)."""
         from azr import factory
+        from services.inference.engine_choice import build_local_engine
         from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
 
@@ -45,16 +46,19 @@ class EmbeddedRun:
             model_dir = resolve_model(settings.model, say=progress)
             self.loaded = load_or_restore(settings.run_dir, Path(model_dir), settings)
             served = self.loaded.source
-            self.engine = LocalEngine.from_settings(served, settings)
+            self.engine = build_local_engine(served, settings, say=progress)
             if threads is not None:
-                self.engine.before_forward = threads.before_generation_forward
+                if isinstance(self.engine, LocalEngine):
+                    self.engine.before_forward = threads.before_generation_forward
+                else:
+                    self.engine.generation_threads = threads.generation_threads
             version = int(self.loaded.trainer.policy_version)
             if version:
                 progress(f"resumed from {self.loaded.checkpoint or served} (policy version {version}, "
                          f"trainer step {self.loaded.trainer.step})")
             else:
                 progress(f"model {settings.model} loaded from {served}; generating in "
-                         f"{self.engine.model_info()['dtype']} (AZR_LOCAL_ENGINE_DTYPE, AZR_LOCAL_ENGINE_INT8)")
+                         f"{self.engine.model_info()['dtype']} (AZR_LOCAL_ENGINE, AZR_LLAMA_CPP_BASE)")
             channels = factory.episode_channels(settings)  # shared by the loop and the in-process trainer
             self.queue, self.board = channels.queue, channels.board
             if prometheus is not None:

@@ -137,10 +137,11 @@ def inference_engine(settings: Settings) -> InferenceEngine:
         from services.inference.sglang_client import SGLangClient
 
         return SGLangClient.from_settings(settings, prepared_model_dir(settings.model))
-    from services.inference.local_engine import LocalEngine
+    from services.inference.engine_choice import build_local_engine
     from services.inference.model_registry import resolve_model
 
-    return LocalEngine.from_settings(resolve_model(settings.model), settings)
+    engine: InferenceEngine = build_local_engine(resolve_model(settings.model), settings)
+    return engine
 
 
 @dataclass

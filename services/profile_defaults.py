@@ -51,6 +51,8 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
         # skipped, and zero-advantage episodes are left out of the forward pass (exact: docs/design.md §4).
         "entropy_coef": 0.0,
         "skip_zero_advantage_batches": True,
+        # llama.cpp's CPU kernels where llama-cpp-python is installed (`make engine`), else the torch engine
+        "local_engine": "auto",
     },
     "distributed": {
         "database_url": "postgresql+psycopg://postgres@127.0.0.1:5432/azr",

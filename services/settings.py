@@ -152,6 +152,22 @@ class Settings(BaseSettings):
     every core while no sandbox job runs (each update, most of generation) and one per core the executor's workers
     leave (at least one) while one does, because torch's spinning threads beside busy workers run several times
     slower (docs/benchmarks.md, embedded profile); in other processes always the latter rule."""
+    local_engine: Literal["auto", "torch", "llama-cpp"] = "torch"
+    """Which in-process engine generates (`inference_backend = local`): `llama-cpp` (llama.cpp's quantized CPU
+    kernels through llama-cpp-python, services/inference/llama_cpp_engine.py: a step's generation several times
+    faster on 2 cores, docs/benchmarks.md), `torch` (transformers, services/inference/local_engine.py: CUDA, and the
+    fallback), or `auto`: llama.cpp on a CPU where llama-cpp-python is installed (`make engine`), else torch, saying
+    why. Not in the paper (its engine is vLLM on GPUs). The embedded profile defaults to `auto`."""
+    llama_cpp_base: Literal["release", "q8_0", "q4_0", "f16"] = "release"
+    """How the llama.cpp engine holds the base model: `release` = the model's GGUF as shipped (Q4_K_M; the trainer's
+    base is its exact dequantization, so the engine/trainer gap is the kernels' rounding only), or requantized once
+    to `q8_0` / `q4_0` / `f16` (other speed, more gap: docs/benchmarks.md, bench/engine_compare.py). Models without a
+    GGUF release are written in float32 from their HF directory."""
+    llama_cpp_context_tokens: int = Field(32768, ge=256)
+    """KV cache cells of the llama.cpp engine, shared by every row of a batch (a prompt prefix shared by several rows
+    counts once); a batch that does not fit is decoded in waves. 32,768 cells: 0.4 GB (0.5B) / 0.9 GB (1.5B)."""
+    llama_cpp_sequences: int = Field(64, ge=1, le=256)
+    """Most rows (samples) the llama.cpp engine decodes together (llama.cpp's limit: 256)."""
 
     # --- executor ----------------------------------------------------------------------------------------------------
     executor_backend: Literal["process", "docker"] = "process"

@@ -78,6 +78,11 @@ class SharedCoreThreads:
         if threads != self.current:  # set_num_threads is cheap, but called once per token: skip no-op calls
             self._use(threads)
 
+    def generation_threads(self) -> int:
+        """The thread count for the next forward of an engine that takes it as a number (the llama.cpp engine):
+        the same rule as `before_generation_forward`."""
+        return self.busy_threads if self.jobs_running() else self.idle_threads
+
     def for_update(self) -> None:
         """Every core, set unconditionally: whatever else set this thread's count since, the update's count (and so
         its result, bit for bit) must be the one every update of the run used."""

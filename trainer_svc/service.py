@@ -31,12 +31,23 @@ from trainer_svc.resume import LoadedPolicy
 from trainer_svc.server_sync import ServerSync
 from trainer_svc.staleness import is_stale
 from trainer_svc.update_cycle import Applied, ServiceCounters, UpdateCycle
+from trainer_svc.weight_export import PushForm
 
 __all__ = ["METRICS_FILE", "ServiceCounters", "TrainerService"]
 
 log = logging.getLogger(__name__)
 
 METRICS_FILE = "trainer_metrics.jsonl"
+
+
+def push_form(settings: Settings, engines: Sequence[InferenceEngine]) -> PushForm:
+    """`adapter` when the policy has LoRA adapters and its only engines apply adapters themselves (the embedded
+    run's llama.cpp engine), else `merged` (SGLang servers, the torch engine)."""
+    from services.inference.llama_cpp_engine import LlamaCppEngine
+
+    if settings.lora_rank > 0 and engines and all(isinstance(engine, LlamaCppEngine) for engine in engines):
+        return "adapter"
+    return "merged"
 
 
 class TrainerService:
@@ -61,7 +72,8 @@ class TrainerService:
         self.counters = ServiceCounters()
         self.sync = ServerSync(engines, check_every_s=settings.server_check_every_s)
         self.cycle = UpdateCycle(loaded=loaded, settings=settings, queue=queue, applied_log=applied_log,
-                                 run_dir=self.run_dir, sync=self.sync, board=board, counters=self.counters)
+                                 run_dir=self.run_dir, sync=self.sync, board=board, counters=self.counters,
+                                 push_form=push_form(settings, engines))
         self._stale_since_update = 0
         self._vocab_size = int(getattr(self.trainer.model.config, "vocab_size", 0) or 0)
         self.metrics = metrics

@@ -31,7 +31,7 @@ from services.settings import Settings
 from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy, checkpoint_trainer
 from trainer_svc.server_sync import ServerSync
-from trainer_svc.weight_export import export_weights
+from trainer_svc.weight_export import PushForm, export_weights
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,11 @@ class UpdateCycle:
 
     def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
                  applied_log: AppliedEpisodeLog, run_dir: Path, sync: ServerSync,
-                 board: PolicyVersionBoard | None = None, counters: ServiceCounters | None = None) -> None:
+                 board: PolicyVersionBoard | None = None, counters: ServiceCounters | None = None,
+                 push_form: PushForm = "merged") -> None:
+        """`push_form`: what every push writes (trainer_svc/weight_export.py)."""
         self.loaded = loaded
+        self.push_form = push_form
         self.trainer = loaded.trainer
         self.settings = settings
         self.queue = queue
@@ -85,7 +88,8 @@ class UpdateCycle:
         trainer exports its checkpoint's weights and rewinds the board when versions past it were published; a
         fresh one serves the base model as version 0."""
         version = self.trainer.policy_version
-        weights = (export_weights(self.loaded, self.run_dir, policy_version=version) if self.loaded.restored
+        weights = (export_weights(self.loaded, self.run_dir, policy_version=version,
+                                   form=self.push_form) if self.loaded.restored
                    else self.loaded.source)
         if self.board is not None and (published := self.board.current()) > version:
             log.warning("policy versions %d..%d were pushed but never written to a full checkpoint: rewinding to "
@@ -130,7 +134,8 @@ class UpdateCycle:
             self.uncommitted[episode.id] = episode
         self.uncommitted_deliveries += list(delivery_ids)
         version = self.trainer.policy_version + 1
-        weights = export_weights(self.loaded, self.run_dir, policy_version=version)
+        weights = export_weights(self.loaded, self.run_dir, policy_version=version,
+                                   form=self.push_form)
         self.sync.push(weights, version)
         self.counters.pushes += 1
         if self.board is not None:

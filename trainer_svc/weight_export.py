@@ -15,8 +15,10 @@ restored trainer's export also deletes those of later versions: they were never 
 Under torchrun every rank calls `export_weights` (rank 0 first announces it): all gather the full weights, rank 0
 writes, all wait for it.
 
-With LoRA adapters (trainer_svc/lora.py) the export is the merged policy, base + scale·B·A, under the base model's
-parameter names: a plain HF directory like any other push, computed beside the training weights.
+With LoRA adapters (trainer_svc/lora.py) the export is, by default, the merged policy, base + scale·B·A, under the
+base model's parameter names: a plain HF directory like any other push, computed beside the training weights. An
+engine that applies adapters itself (the llama.cpp engine) takes the `adapter` form instead: the PEFT adapter
+directory alone (`save_adapters`: tens of MB instead of the whole model in bf16, written in a fraction of the time).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -34,11 +36,14 @@ from torch import nn
 from services.inference.causal_lm import hf_model
 from services.process_memory import release_free_memory
 from trainer_svc.checkpoints import checkpoint_name
-from trainer_svc.lora import has_adapters, merged_state_dict
+from trainer_svc.lora import has_adapters, merged_state_dict, save_adapters
 
 WEIGHTS_DIR = "weights"
 KEEP_PUSHED = 2
 SERVING_DTYPE = torch.bfloat16
+
+PushForm = Literal["merged", "adapter"]
+"""What a push holds: the whole policy as an HF directory, or (LoRA only) the PEFT adapter directory."""
 
 _NAME = re.compile(r"^v(\d{6,})$")
 _TEMP_PREFIX = ".tmp-"
@@ -76,12 +81,14 @@ def serving_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def write_serving_weights(run_dir: Path, model: nn.Module, policy_version: int,
-                          state: dict[str, torch.Tensor] | None = None) -> Path:
+                          state: dict[str, torch.Tensor] | None = None, form: PushForm = "merged") -> Path:
     """Write ``model``'s weights (or ``state``, the full state an FSDP rank 0 gathered) in bf16 as
     ``weights/v{policy_version}``, replacing an earlier export of the same version (a restored trainer exports its
     checkpoint's version again); returns the directory. Keeps the newest `KEEP_PUSHED`. A model with LoRA adapters
-    is written merged."""
-    if state is None:
+    is written merged, or as its adapter directory alone with ``form="adapter"``."""
+    if form == "adapter" and not has_adapters(model):
+        raise ValueError("an adapter push needs a model with LoRA adapters (lora_rank > 0)")
+    if state is None and form == "merged":
         state = merged_state_dict(model, SERVING_DTYPE) if has_adapters(model) else model.state_dict()
     root = weights_root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -90,8 +97,12 @@ def write_serving_weights(run_dir: Path, model: nn.Module, policy_version: int,
     final = root / checkpoint_name(policy_version)
     staging = Path(tempfile.mkdtemp(prefix=_TEMP_PREFIX + final.name + "-", dir=root))
     try:
-        hf_model(model).save_pretrained(staging, safe_serialization=True, state_dict=serving_state(state))
-        _mark_dtype(staging / "config.json")
+        if form == "adapter":
+            save_adapters(model, staging)
+        else:
+            assert state is not None
+            hf_model(model).save_pretrained(staging, safe_serialization=True, state_dict=serving_state(state))
+            _mark_dtype(staging / "config.json")
         if final.exists():
             shutil.rmtree(final)
         staging.rename(final)
@@ -125,15 +136,15 @@ def _mark_dtype(config_path: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def export_weights(loaded: Any, run_dir: Path, *, policy_version: int) -> Path:
+def export_weights(loaded: Any, run_dir: Path, *, policy_version: int, form: PushForm = "merged") -> Path:
     """Export the trainer's current weights as ``policy_version`` (which becomes the trainer's policy version: the
-    version these weights are served as). Under torchrun every rank calls this: rank 0 announces it, all gather,
-    rank 0 writes, all wait."""
+    version these weights are served as), merged or as the adapters alone (``form``, one process only). Under
+    torchrun every rank calls this: rank 0 announces it, all gather, rank 0 writes, all wait."""
     trainer = loaded.trainer
     trainer.policy_version = policy_version
     ranks = trainer.ranks
     if ranks is None:
-        path = write_serving_weights(run_dir, trainer.model, policy_version)
+        path = write_serving_weights(run_dir, trainer.model, policy_version, form=form)
         release_free_memory()  # the merged and bf16 copies just freed (services/process_memory.py)
         return path
     from trainer_svc.distributed_env import wait_for_all

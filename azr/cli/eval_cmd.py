@@ -150,6 +150,7 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
     """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
     from azr.factory import local_executor, rollouts
     from services.evaluation.runner import run_cruxeval
+    from services.inference.engine_choice import build_local_engine
     from services.inference.local_engine import LocalEngine
     from services.ports import InferenceError
     from services.torch_threads import threads_beside_executor
@@ -160,11 +161,14 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
         # every core while no check runs, the workers' leftover cores while one does (as the embedded run)
         threads = threads_beside_executor(settings.torch_threads, settings.executor_workers, executor.jobs_running)
         try:
-            engine = LocalEngine.from_settings(model_dir, settings, max_batch_rows=batch_size)
+            engine = build_local_engine(model_dir, settings, max_batch_rows=batch_size, say=say)
         except InferenceError as error:
             raise refuse(str(error)) from None
         if threads is not None:
-            engine.before_forward = threads.before_generation_forward
+            if isinstance(engine, LocalEngine):
+                engine.before_forward = threads.before_generation_forward
+            else:
+                engine.generation_threads = threads.generation_threads
         say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
             f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
             f"at most {max_new_tokens} tokens")

@@ -45,7 +45,7 @@ def serve_inference(
     `--admin-api-key` does."""
     import uvicorn
 
-    from services.inference.local_engine import LocalEngine
+    from services.inference.engine_choice import build_local_engine
     from services.inference.model_registry import resolve_model
     from services.inference.sglang_server import create_inference_app
     from services.ports import InferenceError
@@ -54,7 +54,8 @@ def serve_inference(
     settings = cli_settings()
     configure_torch_threads(settings.torch_threads, executor_workers=0)  # this process only generates
     try:
-        engine = LocalEngine.from_settings(resolve_model(model or settings.model), settings, seed=seed)
+        engine = build_local_engine(resolve_model(model or settings.model), settings, seed=seed,
+                                    say=lambda line: typer.echo(line, err=True))
     except InferenceError as exc:  # a missing package or model directory: say which, no traceback
         raise bad_input(f"azr serve inference: {exc}") from None
     key = settings.sglang_admin_api_key.get_secret_value() if settings.sglang_admin_api_key is not None else None

