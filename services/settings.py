@@ -253,6 +253,21 @@ class Settings(BaseSettings):
     unlearnable_proposal_reward: float = Field(0.0, ge=-1, le=0)
     """Reward of a valid, well-formed proposal the solver always or never solves (r̄ ∈ {0, 1}): 0 (the paper's Eq 4)
     or −0.5 (the released code's reward manager; its issue #37)."""
+    solve_samples_per_task: int = Field(1, ge=1)
+    """Solver samples per task of the solve batch (the paper: 1, each of the B tasks answered once). With k > 1 the
+    B x k answers of a task type form its TRR++ group as before, but each task's k answers are compared with one
+    another: a task the policy solves sometimes gives a spread that comes from correctness, not from format. A
+    departure (the self-play issue's signal levers: docs/runs/), off in configs/paper.toml and authors-code.toml."""
+    solver_wrong_answer_reward: float = Field(-0.5, ge=-1, le=0)
+    """Eq 6's reward of a well-formed wrong answer: −0.5 (the paper). −1 makes it equal to a format error, so a solve
+    group's rewards spread only where an answer is right: on a small model most spreads were format-only (−1 against
+    −0.5) and earned the same ±1 advantage as a right answer (docs/runs/learn-cpu). A departure, off in
+    configs/paper.toml and authors-code.toml."""
+    proposer_invalid_task_reward: float = Field(-1.0, ge=-1, le=0)
+    """Reward of a proposal with the right template and a task to validate that the executor rejects: −1 (the paper,
+    §3.1: for the proposer only a valid triplet counts as well formed). Above −1 it pays for writing a task at all,
+    so a model that writes almost no valid task still gets a proposer gradient. A departure, off in
+    configs/paper.toml and authors-code.toml."""
     induction_gold_imports: bool = False
     """Induction answer checks prepend the gold program's import lines to the solver's program before the hidden
     inputs run (the released code does); off, a hidden input or program using an imported name fails unless the

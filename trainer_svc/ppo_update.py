@@ -72,6 +72,8 @@ class AccumulatedStats:
     mismatch_tokens: int = 0  # response tokens with an engine log-prob (first epoch)
     mismatch_abs_sum: float = 0.0
     mismatch_kl_sum: float = 0.0
+    is_capped_tokens: int = 0  # response tokens whose truncated importance weight hit `behaviour_is_cap`
+    is_weighted_tokens: int = 0  # response tokens that carried an importance weight (an engine log-prob)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,9 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
             token_weights = truncated_importance_weights(mb.old_logprobs, mb.behaviour_logprobs,
                                                          mb.has_behaviour_logprobs.unsqueeze(1).expand_as(logprobs),
                                                          policy_loss.behaviour_is_cap)
+            weighted = mb.response_mask & mb.has_behaviour_logprobs.unsqueeze(1)
+            stats.is_weighted_tokens += int(weighted.sum())
+            stats.is_capped_tokens += int((weighted & (token_weights >= policy_loss.behaviour_is_cap)).sum())
         pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask,
                                          sequence_weights=row_weights, token_weights=token_weights,
                                          **policy_loss.clip_arguments())
@@ -178,14 +183,16 @@ def reduce_stats(stats: AccumulatedStats, ranks: RankInfo) -> AccumulatedStats:
     """The sums of every rank's share added up (``ratio_max``: the largest), as one process would have counted."""
     sums = all_reduce_floats([stats.trained_tokens, stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum,
                               stats.clip_sum, stats.kl_sum, stats.mismatch_tokens, stats.mismatch_abs_sum,
-                              stats.mismatch_kl_sum], ranks, "sum")
+                              stats.mismatch_kl_sum, stats.is_capped_tokens, stats.is_weighted_tokens], ranks, "sum")
     (ratio_max,) = all_reduce_floats([stats.ratio_max], ranks, "max")
-    trained, padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl = sums
+    (trained, padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl,
+     capped, weighted) = sums
     return AccumulatedStats(tokens=stats.tokens, trained_tokens=round(trained), padded_tokens=round(padded),
                             loss=loss, pg_loss=pg_loss,
                             entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max,
                             mismatch_tokens=round(mismatch_tokens), mismatch_abs_sum=mismatch_abs,
-                            mismatch_kl_sum=mismatch_kl)
+                            mismatch_kl_sum=mismatch_kl, is_capped_tokens=round(capped),
+                            is_weighted_tokens=round(weighted))
 
 
 def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:
@@ -303,6 +310,8 @@ class PolicyTrainer:
             logprob_mismatch_tokens=mismatch_tokens,
             logprob_mismatch_abs=first_epoch.mismatch_abs_sum / mismatch_tokens if mismatch_tokens else None,
             logprob_mismatch_kl=first_epoch.mismatch_kl_sum / mismatch_tokens if mismatch_tokens else None,
+            is_capped_fraction=(first_epoch.is_capped_tokens / first_epoch.is_weighted_tokens
+                                if first_epoch.is_weighted_tokens else None),
             signal_episodes=len(signal_rows), trained_episodes=trained,
             optimizer_steps=s.ppo_epochs if micro_batches else 0,
         )

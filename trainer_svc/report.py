@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-UPDATE_REPORT_SCHEMA_VERSION = 3
+UPDATE_REPORT_SCHEMA_VERSION = 4
 """Bumped whenever UpdateReport's fields change (2: engine/trainer log-prob mismatch; 3: signal, trained episodes
-and optimizer steps)."""
+and optimizer steps; 4: the share of importance weights at their cap)."""
 
 
 class GroupStats(BaseModel):
@@ -50,6 +50,9 @@ class UpdateReport(BaseModel):
         None, description="mean |log π_engine − log π_trainer| over those tokens, before the update (None: none)")
     logprob_mismatch_kl: float | None = Field(
         None, description="k3 estimate of KL(π_engine || π_trainer) per token over those tokens, before the update")
+    is_capped_fraction: float | None = Field(
+        None, description="share of the trained tokens with an engine log-prob whose truncated importance weight "
+        "min(π_old / π_engine, behaviour_is_cap) hit the cap, first epoch (None: no weighting)")
     signal_episodes: int = Field(0, description="episodes whose Eq 8 advantage is nonzero")
     trained_episodes: int = Field(
         0, description="episodes forwarded and backpropagated: all, or with entropy 0 only the signal_episodes")

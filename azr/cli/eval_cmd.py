@@ -10,11 +10,13 @@ Exit codes: 0 done, 2 bad arguments or an unusable data file, model or output pa
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
@@ -53,22 +55,48 @@ def refuse(message: str) -> typer.Exit:
     return typer.Exit(BAD_INPUT_EXIT)
 
 
+@dataclass(frozen=True)
+class EvaluatedPolicy:
+    """What answers: an HF model directory, the LoRA checkpoint an adapter-taking engine applies over it, and the
+    checkpoint's policy version (recorded on every per-sample row; None for a model that is not a checkpoint)."""
+
+    model_dir: Path
+    adapter: Path | None = None
+    checkpoint_version: int | None = None
+
+
+def checkpoint_version(path: Path) -> int | None:
+    """The policy version of a run's checkpoint directory (`vNNNNNN`), else None."""
+    match = re.fullmatch(r"v(\d{6,})", path.name)
+    return int(match.group(1)) if match else None
+
+
 @contextmanager
-def model_directory(model: str) -> Iterator[Path]:
-    """The HF model directory to evaluate: a preset, hub id or model directory as `resolve_model` finds it, or, for a
-    LoRA run's checkpoint (adapters only), its base with the adapters merged, written to a temporary directory that
-    lasts the evaluation. Refuses (exit 2) what is neither."""
+def model_directory(model: str, settings: Settings | None = None) -> Iterator[EvaluatedPolicy]:
+    """The policy to evaluate: a preset, hub id or model directory as `resolve_model` finds it, or a LoRA run's
+    checkpoint (adapters only): with the llama.cpp engine its base plus the adapters, which the engine applies, else
+    its base with the adapters merged, written to a temporary directory that lasts the evaluation. Refuses (exit 2)
+    what is neither."""
+    from services.inference.engine_choice import engine_kind
     from services.inference.model_registry import resolve_model
     from services.ports import InferenceError
-    from trainer_svc.lora import is_adapter_checkpoint, write_merged_model
+    from trainer_svc.lora import BASE_RECORD_FILE, is_adapter_checkpoint, verified_base, write_merged_model
 
     checkpoint = Path(model).expanduser()
+    version = checkpoint_version(checkpoint)
     if not is_adapter_checkpoint(checkpoint):
         try:
             model_dir = resolve_model(model)  # a real model is verified and converted here on first use
         except InferenceError as error:
             raise refuse(str(error)) from None
-        yield model_dir
+        yield EvaluatedPolicy(model_dir, checkpoint_version=version)
+        return
+    if settings is not None and engine_kind(settings)[0] == "llama-cpp":
+        try:
+            base = verified_base(checkpoint, json.loads((checkpoint / BASE_RECORD_FILE).read_text()))
+        except (OSError, ValueError) as error:
+            raise refuse(f"cannot load the checkpoint {model}: {error}") from None
+        yield EvaluatedPolicy(base, adapter=checkpoint, checkpoint_version=version)
         return
     with tempfile.TemporaryDirectory(prefix="azr-merged-") as merged:
         typer.echo(f"{model}: LoRA adapters; merging them into their base model", err=True)
@@ -76,7 +104,7 @@ def model_directory(model: str) -> Iterator[Path]:
             model_dir = write_merged_model(checkpoint, Path(merged))
         except (OSError, ValueError) as error:
             raise refuse(f"cannot load the checkpoint {model}: {error}") from None
-        yield model_dir
+        yield EvaluatedPolicy(model_dir, checkpoint_version=version)
 
 
 @contextmanager
@@ -139,14 +167,14 @@ def cruxeval(
         raise refuse("no rows left to evaluate")
     splits = list(Split) if split is EvalSplit.BOTH else [Split(split.value)]
     out_path = out or default_out_path(settings.run_root, settings.model, datetime.now(UTC))
-    with model_directory(settings.model) as model_dir, open_output(out_path) as stream:
-        evaluate_into(stream, settings, model_dir, rows, splits, batch_size=batch_size,
+    with model_directory(settings.model, settings) as policy, open_output(out_path) as stream:
+        evaluate_into(stream, settings, policy, rows, splits, batch_size=batch_size,
                       max_new_tokens=max_response_tokens or settings.max_response_tokens)
     typer.echo(f"per-sample results: {out_path}", err=True)
 
 
-def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: list[CruxRow], splits: list[Split],
-                  *, batch_size: int, max_new_tokens: int) -> None:
+def evaluate_into(stream: IO[str], settings: Settings, policy: EvaluatedPolicy, rows: list[CruxRow],
+                  splits: list[Split], *, batch_size: int, max_new_tokens: int) -> None:
     """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
     from azr.factory import local_executor, rollouts
     from services.evaluation.runner import run_cruxeval
@@ -161,7 +189,9 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
         # every core while no check runs, the workers' leftover cores while one does (as the embedded run)
         threads = threads_beside_executor(settings.torch_threads, settings.executor_workers, executor.jobs_running)
         try:
-            engine = build_local_engine(model_dir, settings, max_batch_rows=batch_size, say=say)
+            engine = build_local_engine(policy.model_dir, settings, max_batch_rows=batch_size, say=say)
+            if policy.adapter is not None:
+                engine.update_weights(str(policy.adapter), policy.checkpoint_version or 0)
         except InferenceError as error:
             raise refuse(str(error)) from None
         if threads is not None:
@@ -176,7 +206,8 @@ def evaluate_into(stream: IO[str], settings: Settings, model_dir: Path, rows: li
                               batch_size=batch_size, check_parallelism=settings.executor_workers * 2,
                               progress=say)
     for sample in report.samples:
-        stream.write(sample.model_dump_json() + "\n")
+        stream.write(sample.model_copy(update={"checkpoint_version": policy.checkpoint_version}).model_dump_json()
+                     + "\n")
     for split_score in report.scores.values():
         typer.echo(split_score.line())
     say(f"evaluated in {report.seconds:.1f} s ({time.perf_counter() - began:.1f} s with loading)")

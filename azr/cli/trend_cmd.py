@@ -57,6 +57,10 @@ def trend(
         exact = "exact" if result.exact else "sampled"
         typer.echo(f"{key:28} {sum(result.first) / window:8.3f} {sum(result.last) / window:8.3f} "
                    f"{result.difference:+8.3f} {result.p_value:9.4f} ({exact})  [{low:+.3f}, {high:+.3f}]")
+    from services.reporting.collapse_watch import collapse_warnings
+
+    for warning in collapse_warnings(lines, window):
+        typer.echo(warning)
     if probe is not None:
         before, after = (_read_jsonl(p) for p in probe)
         try:
@@ -67,7 +71,8 @@ def trend(
         for c in comparisons:
             typer.echo(f"probe {c.split:7} {c.rows} rows: accuracy {c.correct_before}/{c.rows} -> "
                        f"{c.correct_after}/{c.rows}, format OK {c.format_ok_before} -> {c.format_ok_after}, "
-                       f"fixed {c.fixed}, broken {c.broken}, sign test p = {c.p_value:.4f}")
+                       f"fixed {c.fixed}, broken {c.broken}, sign test p = {c.p_value:.4f}"
+                       + (f"; checkpoints {c.version_before} -> {c.version_after}" if c.version_after else ""))
     if per_step:
         print_diagnosis(lines, window)
 
@@ -85,8 +90,26 @@ def print_diagnosis(lines: list[dict], window: int) -> None:
         typer.echo(f"{step.step:5d} {values}  {', '.join(step.signal_groups) or '(none)'}")
     counts = ", ".join(f"{group} {count}" for group, count in signal_counts(steps).items())
     typer.echo(f"steps with signal, of {len(steps)}: {counts}")
+    print_collapse_rows(lines)
     outcomes = outcome_counts(lines, window)
     if outcomes:
         typer.echo(f"\n{'outcome (responses)':60} {'all':>5} {f'first {window}':>9} {f'last {window}':>8}")
         for c in outcomes:
             typer.echo(f"{c.key:60} {c.total:5d} {c.first:9d} {c.last:8d}")
+
+
+def print_collapse_rows(lines: list[dict]) -> None:
+    """One row per step of the collapse watch: median lengths, example copies, proposals with a program, groups
+    whose spread came from a right answer, valid proposals stored."""
+    from services.reporting.collapse_watch import collapse_rows
+
+    def cell(value: float | None, spec: str) -> str:
+        return format(value, spec) if value is not None else "-"
+
+    typer.echo("\n" + f"{'step':>5} {'solve length d/a/i':>20} {'propose length d/a/i':>22} {'example copy':>13} "
+               f"{'has program':>12} {'correct spread':>15} {'valid':>6}")
+    for row in collapse_rows(lines):
+        solve = "/".join(cell(v, ".0f") for v in row.solver_lengths)
+        propose = "/".join(cell(v, ".0f") for v in row.proposer_lengths)
+        typer.echo(f"{row.step:5d} {solve:>20} {propose:>22} {cell(row.example_copy, '.2f'):>13} "
+                   f"{cell(row.has_program, '.2f'):>12} {cell(row.correct_spread, 'd'):>15} {row.valid:6d}")

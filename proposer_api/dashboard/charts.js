@@ -15,6 +15,20 @@ const CHART_FAMILIES = [
   ["solve_rate", "Solve rate per task type", (key) => key.startsWith("solve_rate/")],
   ["buffer", "Buffer sizes", (key) => key.startsWith("buffer/")],
   ["eval", "CRUXEval accuracy", (key) => key.startsWith("eval/")],
+  // the collapse watch (services/coordinator/collapse_metrics.py): lengths falling, the prompt's example copied,
+  // proposals without a program, samples of one task all alike, spreads that come from correctness
+  ["response_tokens_median", "Median response length (tokens) per task × role",
+   (key) => key.startsWith("response_tokens_median/")],
+  ["think_chars_median", "Median think block (characters) per task × role",
+   (key) => key.startsWith("think_chars_median/")],
+  ["example_copy", "Answers equal to the prompt's own example", (key) => key.startsWith("example_copy/")],
+  ["proposal_shape", "Proposals with a fenced program / an input block",
+   (key) => key.startsWith("has_program/") || key.startsWith("has_input/")],
+  ["distinct_answers", "Distinct answers per group of samples of one task",
+   (key) => key.startsWith("distinct_answers/")],
+  ["correct_spread", "Groups whose reward spread comes from a right answer",
+   (key) => key === "groups_with_correct_spread"],
+  ["is_capped", "Tokens whose importance weight hit its cap", (key) => key === "train/is_capped_fraction"],
 ];
 
 /** The family a metric key is drawn in, or null. `task/<m>` and `task/<type>/<m>` share the chart `task/<m>`. */
@@ -36,7 +50,9 @@ function familyTitle(family) {
   return "Task " + family.slice("task/".length).replace(/_/g, " ");
 }
 
-const FAMILY_ORDER = ["reward", "format_ok", "response_tokens", "valid_rate", "solve_rate", "buffer", "task", "eval"];
+const FAMILY_ORDER = ["reward", "format_ok", "response_tokens", "valid_rate", "solve_rate", "response_tokens_median",
+                      "think_chars_median", "example_copy", "proposal_shape", "distinct_answers", "correct_spread",
+                      "is_capped", "buffer", "task", "eval"];
 
 function familyRank(family) {
   return FAMILY_ORDER.indexOf(family.startsWith("task/") ? "task" : family);

@@ -72,12 +72,13 @@ def solver_reward(correct: bool) -> float:
     return 1.0 if bool(correct) else 0.0
 
 
-def composite_reward(role_reward: float, *, well_formed: bool, passable: bool) -> float:
+def composite_reward(role_reward: float, *, well_formed: bool, passable: bool,
+                     wrong_reward: float = WRONG_ANSWER_REWARD) -> float:
     """Eq 6, the scalar put on a response's last token.
 
     - not ``well_formed`` -> −1 (format error dominates; ``passable`` is ignored);
     - ``well_formed`` and ``passable`` -> ``role_reward``;
-    - ``well_formed`` and not ``passable`` -> −0.5.
+    - ``well_formed`` and not ``passable`` -> −0.5 (``wrong_reward``: the `solver_wrong_answer_reward` lever).
 
     Proposer: ``well_formed`` = R1 template AND a valid task (§3.3.3 filters); pass ``passable=True`` — a valid task is
     never "wrong", its reward is the Eq 4 value (for r̄ ∈ {0, 1}: 0, or the released code's −0.5). Solver:
@@ -87,17 +88,23 @@ def composite_reward(role_reward: float, *, well_formed: bool, passable: bool) -
     if not well_formed:
         return FORMAT_ERROR_REWARD
     if not passable:
-        return WRONG_ANSWER_REWARD
+        return float(wrong_reward)
     return float(role_reward)
 
 
 def propose_reward(solve_successes: Sequence[float | bool] | None, *, well_formed: bool, valid_task: bool,
-                   unlearnable_reward: float = PAPER_UNLEARNABLE_REWARD) -> float:
+                   unlearnable_reward: float = PAPER_UNLEARNABLE_REWARD, extracted: bool = False,
+                   invalid_task_reward: float = FORMAT_ERROR_REWARD) -> float:
     """Eq 6 ∘ Eq 4 for a proposer: −1 unless the template is right and the task valid, else the learnability reward
     (``unlearnable_reward`` when r̄ ∈ {0, 1}: see `learnability_reward`).
 
     ``solve_successes`` (the n solver outcomes on this task) may be None for a rejected proposal (no rollouts run).
+    ``invalid_task_reward`` (the `proposer_invalid_task_reward` lever, a departure from §3.1's rule that only a
+    valid triplet counts as well formed): the reward of a response with the right template and an ``extracted``
+    task that the executor rejected, instead of −1.
     """
+    if well_formed and extracted and not valid_task:
+        return float(invalid_task_reward)
     if not (well_formed and valid_task):
         return FORMAT_ERROR_REWARD
     if solve_successes is None:
@@ -118,9 +125,11 @@ def reward_from_text(*, format_ok: bool, extracted: bool) -> float | None:
     return None
 
 
-def solve_reward(correct: bool, *, well_formed: bool) -> float:
-    """Eq 6 ∘ Eq 5 for a solver: 1 if right, −0.5 if well formed but wrong, −1 on a format error."""
-    return composite_reward(solver_reward(correct), well_formed=well_formed, passable=bool(correct))
+def solve_reward(correct: bool, *, well_formed: bool, wrong_reward: float = WRONG_ANSWER_REWARD) -> float:
+    """Eq 6 ∘ Eq 5 for a solver: 1 if right, −0.5 (``wrong_reward``, the `solver_wrong_answer_reward` lever) if well
+    formed but wrong, −1 on a format error."""
+    return composite_reward(solver_reward(correct), well_formed=well_formed, passable=bool(correct),
+                            wrong_reward=wrong_reward)
 
 
 # --------------------------------------------------------------------------------------------------- TRR++

@@ -26,6 +26,7 @@ from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.parsing import learnability_answer
 from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
 from services.algorithm.task_types import Role, TaskType
+from services.coordinator.collapse_metrics import collapse_metrics
 from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.step_config import StepConfig, to_reference
 from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
@@ -35,7 +36,6 @@ from services.ports import (
     EpisodeQueue,
     ProposeContext,
     Rollouts,
-    SamplingParams,
     TripletStore,
 )
 from services.records import Episode, InductionTask, Solution, SolveTask, TripletSource
@@ -139,8 +139,11 @@ class SelfPlayStep:
             drawn = {t: self.store.sample_batch(t, B, [], rng) if self.store.count(t) else [] for t in TaskType}
         fills = {t: self._fitting_batch(round_, t, [solve_task_from_entry(e) for e in drawn[t]], rng)
                  for t in TaskType}
+        k = self.config.solve_samples_per_task
+        # with k > 1 every solve task is answered k times in the solve call (its samples share one prompt)
         rolled = round_.generate_with_answers(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
-                                              source=TripletSource.PROPOSED, solve_tasks=fills)
+                                              source=TripletSource.PROPOSED,
+                                              solve_tasks=fills if k == 1 else {t: [] for t in TaskType})
         pending = rolled.pending
         verdicts = {t: round_.await_verdicts(pending[t].validations) for t in TaskType}
         # A valid proposal whose solver prompt would not fit is not stored and gets r̄ = 0 (as the authors do).
@@ -151,22 +154,29 @@ class SelfPlayStep:
         complexity = {t: self._measure_tasks(t, verdicts[t], pending[t].contexts) for t in TaskType}
         self.progress(f"step {step}: valid proposals " + ", ".join(f"{t.value} {len(valid[t])}/{len(verdicts[t])}"
                                                                    for t in TaskType)
-                      + f"; learnability: {self.config.learnability_samples} solver samples each, then the solve "
-                        f"batches")
+                      + f"; now {self.config.learnability_samples} learnability samples each and the solve batches, "
+                        "in one generation")
 
-        learn_sampling = self.config.sampling(n=self.config.learnability_samples, seed=rng.getrandbits(31))
         scored = {t: {i: entry for i, entry in valid[t].items() if verdicts[t][i].proposal.format_ok}
                   for t in TaskType}
-        learn_checks = self._learnability_checks(scored, learn_sampling, timer)
         batches = {t: self._solve_batch(valid[t], fills[t], rolled.solutions.get(t, []), rng) for t in TaskType}
-        solve_checks = self._solve_and_check(batches, self.config.sampling(seed=rng.getrandbits(31)), timer)
-        batches_tasks = {t: [slot.task for slot in batches[t]] for t in TaskType}
+        # the learnability samples and the solve batch's answers in one generation: one decoding batch, one tail
+        learn_generated, solve_generated = self._answer_tasks(scored, batches, seed=rng.getrandbits(31), timer=timer)
+        learn_checks = self._learnability_checks(scored, learn_generated)
+        solve_checks = self._solve_checks(batches, solve_generated)
+        batches_tasks = {t: [slot.task for slot in batches[t] for _ in range(k)] for t in TaskType}
 
         episodes: list[Episode] = []
         metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
+        learn_answers: dict[TaskType, list[list[str]]] = {}
+        solve_answers: dict[TaskType, list[list[str]]] = {}
         for t in TaskType:
             learn = self._await_learnability(learn_checks[t], timer)
-            solved = [self._await(group[0], timer) for group in solve_checks[t]]
+            solved = [self._await(check, timer) for group in solve_checks[t] for check in group]
+            learn_answers[t] = [[learnability_answer(t, s.text) or "" for s in group]
+                                for group in learn.samples.values()]
+            solve_answers[t] = [[learnability_answer(t, s.text) or "" for s in solved[i:i + k] if s is not None]
+                                for i in range(0, len(solved), k)]
             proposed = self._propose_episodes(step, policy_version, t, verdicts[t], learn, valid[t], too_long[t])
             answered = self._solve_episodes(step, policy_version, t, batches_tasks[t], solved)
             episodes += proposed.episodes + answered.episodes
@@ -201,6 +211,7 @@ class SelfPlayStep:
             for t in TaskType:
                 metrics[f"buffer/{t.value}"] = self.store.count(t)
         metrics.update(episode_metrics(episodes))
+        metrics.update(collapse_metrics(episodes, learnability_answers=learn_answers, solve_answers=solve_answers))
         metrics.update(timer.breakdown())
         return StepResult(step=step, episodes=episodes, metrics=metrics, new_ids=new_ids)
 
@@ -232,7 +243,8 @@ class SelfPlayStep:
         B = self.config.batch_size
         step_tasks = list({entry.id or "": solve_task_from_entry(entry) for entry in valid.values()}.values())[:B]
         held = {task.task_id for task in step_tasks}
-        rest = [_SolveSlot(task, answer) for task, answer in zip(fill, fill_answers, strict=True)
+        answers: list[Solution | None] = list(fill_answers) if fill_answers else [None] * len(fill)
+        rest = [_SolveSlot(task, answer) for task, answer in zip(fill, answers, strict=True)
                 if task.task_id not in held]
         batch = [_SolveSlot(task) for task in step_tasks]
         batch += rest[:B - len(batch)]
@@ -240,41 +252,56 @@ class SelfPlayStep:
             batch += [_SolveSlot(rng.choice(step_tasks)) for _ in range(B - len(batch))] if step_tasks else []
         return batch
 
-    def _solve_and_check(self, batches: dict[TaskType, list[_SolveSlot]],
-                         sampling: SamplingParams, timer: PhaseTimer
-                         ) -> dict[TaskType, list[list[Future[Solution | None]]]]:
-        """Generate the solutions the batches still lack in one call and start every answer's check (awaited
-        later)."""
+    def _answer_tasks(self, learn_entries: dict[TaskType, dict[int, BufferEntry]],
+                      batches: dict[TaskType, list[_SolveSlot]], *, seed: int, timer: PhaseTimer
+                      ) -> tuple[dict[TaskType, list[list[Solution]]], dict[TaskType, list[list[Solution]]]]:
+        """n learnability samples of each valid, well-formed proposal and k answers to each solve-batch task that
+        still lacks one, as one generation (each sample its own row: rows of one task share its prompt's cache).
+        Returns (per type, per proposal in `learn_entries` order: n samples; per type, per task lacking an answer
+        in batch order: k answers)."""
+        n, k = self.config.learnability_samples, self.config.solve_samples_per_task
+        learn = {t: [solve_task_from_entry(entry) for entry in group.values()] for t, group in learn_entries.items()}
         missing = {t: [slot.task for slot in batch if slot.answer is None] for t, batch in batches.items()}
+        rows = {t: [task for task in learn.get(t, []) for _ in range(n)]
+                + [task for task in missing.get(t, []) for _ in range(k)] for t in TaskType}
+        rows = {t: tasks for t, tasks in rows.items() if tasks}
         generated: dict[TaskType, list[list[Solution]]] = {}
-        if any(missing.values()):
+        if rows:
             with timer.phase("generation"):
-                generated = self.rollouts.solve({t: tasks for t, tasks in missing.items() if tasks}, sampling)
+                generated = self.rollouts.solve(rows, self.config.sampling(seed=seed))
+        learn_out: dict[TaskType, list[list[Solution]]] = {}
+        solve_out: dict[TaskType, list[list[Solution]]] = {}
+        for t in TaskType:
+            flat = [group[0] for group in generated.get(t, [])]
+            cut = len(learn.get(t, [])) * n
+            learn_out[t] = [flat[i:i + n] for i in range(0, cut, n)]
+            solve_out[t] = [flat[i:i + k] for i in range(cut, len(flat), k)]
+        return learn_out, solve_out
+
+    def _solve_checks(self, batches: dict[TaskType, list[_SolveSlot]],
+                      generated: dict[TaskType, list[list[Solution]]]
+                      ) -> dict[TaskType, list[list[Future[Solution | None]]]]:
+        """Start the check of every answer of the solve batches (awaited later): the proposers' generation's
+        answer of a slot, or the k generated for it."""
         gold_imports = self.config.induction_gold_imports
         checks: dict[TaskType, list[list[Future[Solution | None]]]] = {}
         for t, batch in batches.items():
-            fresh = iter(group[0] for group in generated.get(t, []))
-            checks[t] = [[self.pool.submit(check_solution, self.executor, t, slot.task,
-                                           slot.answer if slot.answer is not None else next(fresh),
-                                           induction_gold_imports=gold_imports)]
+            fresh = iter(generated.get(t, []))
+            checks[t] = [[self.pool.submit(check_solution, self.executor, t, slot.task, answer,
+                                           induction_gold_imports=gold_imports)
+                          for answer in ([slot.answer] if slot.answer is not None else next(fresh))]
                          for slot in batch]
         return checks
 
-    def _learnability_checks(
-        self, entries: dict[TaskType, dict[int, BufferEntry]], sampling: SamplingParams, timer: PhaseTimer
-    ) -> dict[TaskType, dict[int, list[_PendingSample]]]:
-        """n samples per proposal (by index) of every type, from one generation call, each checked on its answer
-        whatever its format; a sample whose answer repeats an earlier sample's of the same task shares that check
-        (the authors' answer cache)."""
-        indices = {t: list(group) for t, group in entries.items()}
-        tasks = {t: [solve_task_from_entry(entries[t][i]) for i in indices[t]] for t in entries if entries[t]}
-        if not tasks:
-            return {t: {} for t in entries}
-        with timer.phase("generation"):
-            groups = self.rollouts.solve(tasks, sampling)
+    def _learnability_checks(self, entries: dict[TaskType, dict[int, BufferEntry]],
+                             generated: dict[TaskType, list[list[Solution]]]
+                             ) -> dict[TaskType, dict[int, list[_PendingSample]]]:
+        """The n samples of each proposal (by index), each checked on its answer whatever its format; a sample whose
+        answer repeats an earlier sample's of the same task shares that check (the authors' answer cache)."""
         checks: dict[TaskType, dict[int, list[_PendingSample]]] = {t: {} for t in entries}
-        for task_type, type_tasks in tasks.items():
-            for index, task, group in zip(indices[task_type], type_tasks, groups[task_type]):
+        for task_type, group_entries in entries.items():
+            for (index, entry), group in zip(group_entries.items(), generated.get(task_type, []), strict=True):
+                task = solve_task_from_entry(entry)
                 by_answer: dict[str | None, Future[Solution | None]] = {}
                 checks[task_type][index] = []
                 for solution in group:
@@ -336,7 +363,9 @@ class SelfPlayStep:
                 continue
             successes = [False] if index in unsolvable else [bool(s.correct) for s in samples] if samples else None
             reward = propose_reward(successes, well_formed=proposal.format_ok, valid_task=verdict.valid,
-                                    unlearnable_reward=self.config.unlearnable_proposal_reward)
+                                    unlearnable_reward=self.config.unlearnable_proposal_reward,
+                                    extracted=proposal.task is not None,
+                                    invalid_task_reward=self.config.proposer_invalid_task_reward)
             episodes.append(Episode(
                 id=self._episode_id(step, task_type, Role.PROPOSE, index), run_id=self.run_id, step=step,
                 task_type=task_type, role=Role.PROPOSE, prompt_ids=proposal.prompt_ids,
@@ -354,7 +383,8 @@ class SelfPlayStep:
             if solution is None:
                 dropped += 1
                 continue
-            reward = solve_reward(bool(solution.correct), well_formed=solution.format_ok)
+            reward = solve_reward(bool(solution.correct), well_formed=solution.format_ok,
+                                  wrong_reward=self.config.solver_wrong_answer_reward)
             episodes.append(Episode(
                 id=self._episode_id(step, task_type, Role.SOLVE, index), run_id=self.run_id, step=step,
                 task_type=task_type, role=Role.SOLVE, prompt_ids=solution.prompt_ids,

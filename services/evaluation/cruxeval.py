@@ -97,7 +97,8 @@ class EvalSample(BaseModel):
     gold: str  # the gold output (O) or gold input (I)
     finish_reason: str
     response_tokens: int
-    weight_version: str  # the policy version of the weights that answered
+    weight_version: str  # the policy version of the weights that answered, as the engine reports it
+    checkpoint_version: int | None = None  # the checkpoint `azr eval` loaded (its vNNNNNN); None for a base model
 
 
 def eval_sample(row: CruxRow, split: Split, solution: Solution) -> EvalSample:

@@ -103,6 +103,8 @@ class ProbeComparison:
     fixed: int  # wrong before, right after
     broken: int  # right before, wrong after
     p_value: float  # exact one-sided sign test: P(fixed >= observed | each discordant pair a fair coin)
+    version_before: str = ""  # the checkpoint versions the rows record ("base" for none)
+    version_after: str = ""
 
 
 def sign_test(fixed: int, broken: int) -> float:
@@ -132,5 +134,13 @@ def compare_probe(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
             correct_after=sum(now for _, now in pairs),
             format_ok_before=sum(bool(old[key].get("format_ok")) for key in keys),
             format_ok_after=sum(bool(new[key].get("format_ok")) for key in keys),
-            fixed=fixed, broken=broken, p_value=sign_test(fixed, broken)))
+            fixed=fixed, broken=broken, p_value=sign_test(fixed, broken),
+            version_before=_versions([old[key] for key in keys]), version_after=_versions([new[key] for key in keys])))
     return out
+
+
+def _versions(samples: Sequence[dict[str, Any]]) -> str:
+    """The checkpoint version(s) the rows record: "base" where none, several joined by "/"."""
+    found = sorted({str(s["checkpoint_version"]) if s.get("checkpoint_version") is not None else "base"
+                    for s in samples})
+    return "/".join(found)

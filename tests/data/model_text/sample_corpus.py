@@ -1,7 +1,16 @@
 """Sample the real-model-text corpus the reading tests pin (run once; its output is committed beside this file).
 
     python tests/data/model_text/sample_corpus.py --model qwen-coder-0.5b --per-kind 8 --batch 8 \
-        --max-new-tokens 1024 --out tests/data/model_text/qwen-coder-0.5b.jsonl
+        --max-new-tokens 1024 --engine torch --out tests/data/model_text/qwen-coder-0.5b.jsonl
+
+The step-0 corpora of the self-play issue's model choice (both models, the same prompts, the llama.cpp engine):
+
+    python tests/data/model_text/sample_corpus.py --model qwen-coder-1.5b --per-kind 24 --batch 24 \
+        --kinds propose_deduction,propose_abduction,propose_induction --max-new-tokens 1024 \
+        --out tests/data/model_text/step0-qwen-coder-1.5b.jsonl
+    python tests/data/model_text/sample_corpus.py --model qwen-coder-1.5b --per-kind 16 --batch 16 \
+        --kinds solve_deduction,solve_abduction,solve_induction --max-new-tokens 1024 \
+        --out tests/data/model_text/step0-qwen-coder-1.5b.jsonl
 
 (The committed corpus: this command after a first run with `--per-kind 16 --batch 16 --kinds solve_deduction`; about
 an hour on 2 CPU cores, prompt prefill included.)
@@ -41,9 +50,10 @@ from services.algorithm.prompts import (  # noqa: E402
     solver_prompt,
 )
 from services.algorithm.task_types import TaskType  # noqa: E402
-from services.inference.local_engine import LocalEngine  # noqa: E402
+from services.inference.engine_choice import InProcessEngine, build_local_engine  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.ports import SamplingParams  # noqa: E402
+from services.settings import Settings  # noqa: E402
 
 SEEDS = ROOT.parent / "shared" / "data" / "azr_seeds"
 KINDS = ("propose_deduction", "propose_abduction", "propose_induction",
@@ -55,7 +65,7 @@ def load_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def contexts(kind: str, count: int, rng: random.Random, io_rows: list[dict[str, Any]],
-             f_rows: list[dict[str, Any]], engine: LocalEngine, max_prompt_tokens: int, k: int, num_inputs: int
+             f_rows: list[dict[str, Any]], engine: InProcessEngine, max_prompt_tokens: int, k: int, num_inputs: int
              ) -> list[tuple[dict[str, Any], str]]:
     """(context, task instruction) pairs for one kind."""
     out: list[tuple[dict[str, Any], str]] = []
@@ -102,13 +112,17 @@ def main() -> None:
                         "finished rows leave it, so one long row sets its time; larger batches amortise that)")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--engine", default="auto", choices=["auto", "torch", "llama-cpp"],
+                        help="the in-process engine (AZR_LOCAL_ENGINE); the samples' distribution is the model's either"
+                             " way, up to the engine's rounding")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     io_rows = load_rows(SEEDS / "7b_coder_seed_io.jsonl")
     f_rows = load_rows(SEEDS / "7b_coder_code_f_seed_io.jsonl")
-    engine = LocalEngine(resolve_model(args.model), device="cpu", seed=args.seed, max_batch_rows=args.batch)
+    settings = Settings(local_engine=args.engine, device="cpu", seed=args.seed, torch_threads=args.threads)
+    engine = build_local_engine(resolve_model(args.model), settings, max_batch_rows=args.batch, say=print)
     done: dict[str, int] = {}
     if args.out.exists():
         for row in load_rows(args.out):
@@ -128,7 +142,8 @@ def main() -> None:
             completions = engine.generate(prompts, sampling)
             for (context, _), prompt, group in zip(chunk, prompts, completions):
                 completion = group[0]
-                rows.append({"kind": kind, "model": args.model, "seed": batch_seed, "context": context,
+                rows.append({"kind": kind, "model": args.model, "engine": str(engine.model_info()["dtype"]),
+                         "seed": batch_seed, "context": context,
                              "prompt_tokens": len(prompt), "text": completion.text,
                              "completion_tokens": len(completion.output_ids),
                              "finish_reason": completion.finish_reason, "max_new_tokens": args.max_new_tokens})

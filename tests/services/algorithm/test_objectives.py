@@ -354,3 +354,17 @@ def test_masked_mean() -> None:
     assert float(masked_mean(torch.ones(3), torch.zeros(3))) == 0.0
     with pytest.raises(ValueError):
         masked_mean(torch.ones(3), torch.ones(4))
+
+
+def test_the_signal_levers_change_only_their_own_case() -> None:
+    """`solver_wrong_answer_reward` moves only a well-formed wrong answer; `proposer_invalid_task_reward` only a
+    well-formed proposal with a task the executor rejected (a departure from §3.1's rule)."""
+    assert solve_reward(False, well_formed=True, wrong_reward=-1.0) == -1.0
+    assert solve_reward(True, well_formed=True, wrong_reward=-1.0) == 1.0
+    assert solve_reward(False, well_formed=False, wrong_reward=-0.2) == -1.0
+    assert propose_reward(None, well_formed=True, valid_task=False, extracted=True, invalid_task_reward=-0.5) == -0.5
+    assert propose_reward(None, well_formed=True, valid_task=False, extracted=False, invalid_task_reward=-0.5) == -1.0
+    assert propose_reward(None, well_formed=False, valid_task=False, extracted=True, invalid_task_reward=-0.5) == -1.0
+    assert propose_reward([True, False], well_formed=True, valid_task=True, extracted=True,
+                          invalid_task_reward=-0.5) == 0.5
+    assert propose_reward(None, well_formed=True, valid_task=False, extracted=True) == -1.0  # the paper's default

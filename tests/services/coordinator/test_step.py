@@ -60,8 +60,11 @@ def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
         # the solver always writes x * 2: r̄ ∈ {0, 1} on a valid task -> 0; an invalid proposal -> −1
         assert episode.reward == (0.0 if episode.exec_status == "ok" else -1.0)
 
-    # Learnability samples were drawn n = 8 at a time, at the rollout temperature, for each valid proposal.
-    assert ("solve/deduction", LEARN_N) in engine.calls and ("solve/abduction", LEARN_N) in engine.calls
+    # Learnability samples: n = 8 rows of each valid proposal's solver prompt, in the generation that also answers
+    # the solve batch (one decoding batch).
+    for kind in ("solve/deduction", "solve/abduction"):
+        rows = [tuple(p) for (k, _), p in zip(engine.calls, engine.prompts_seen) if k == kind]
+        assert max(rows.count(row) for row in rows) >= LEARN_N
 
     # Valid proposals joined their buffers, with source, step and policy version.
     assert result.new_ids[TaskType.DEDUCTION] and result.new_ids[TaskType.ABDUCTION]
