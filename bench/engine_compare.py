@@ -70,7 +70,7 @@ def gemm_ceilings(threads: int) -> dict[str, float]:
         int8_linear = torch.ao.nn.quantized.dynamic.Linear(n, n)
     for name, run in (("float32", lambda: torch.mm(a, b)), ("int8", lambda: int8_linear(a))):
         run()
-        best = min(_seconds(run) for _ in range(3))
+        best = min(_seconds(run) for _ in range(5))
         out[name] = round(2 * n ** 3 / best / 1e9, 1)
     return out
 
@@ -179,10 +179,15 @@ def main() -> None:
         row = {"engine": name, "form": engine.model_info()["dtype"], "seconds": round(seconds, 1), "tokens": tokens,
                "tokens_per_s": round(tokens / seconds, 1), "ceiling_fraction": round(fraction, 3),
                "update_s": round(update_s, 2), "gap_nats_per_token": round(gap_sum / max(gap_n, 1), 4),
-               "gap_tokens": gap_n}
+               "gap_tokens": gap_n, "_ceiling": ceilings["int8"]}
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if not k.startswith("_")}), flush=True)
         del engine
+    again = gemm_ceilings(threads)  # a busy moment at the start must not lower the ceiling: the better of two
+    ceilings = {name: max(value, again[name]) for name, value in ceilings.items()}
+    for row in rows:
+        row["ceiling_fraction"] = round(row["ceiling_fraction"] * row.pop("_ceiling") / ceilings["int8"], 3)
+    print(f"ceilings, the better of the start's and the end's: {ceilings}")
     base = rows[0]["seconds"]
     print(f"\n| engine ({args.model}) | step generation | tokens | tok/s | of the {threads}-thread ceiling | "
           "speedup | new weights | gap (nats/token) |\n|---|---|---|---|---|---|---|---|")

@@ -163,9 +163,10 @@ class Settings(BaseSettings):
     base is its exact dequantization, so the engine/trainer gap is the kernels' rounding only), or requantized once
     to `q8_0` / `q4_0` / `f16` (other speed, more gap: docs/benchmarks.md, bench/engine_compare.py). Models without a
     GGUF release are written in float32 from their HF directory."""
-    llama_cpp_context_tokens: int = Field(32768, ge=256)
-    """KV cache cells of the llama.cpp engine, shared by every row of a batch (a prompt prefix shared by several rows
-    counts once); a batch that does not fit is decoded in waves. 32,768 cells: 0.4 GB (0.5B) / 0.9 GB (1.5B)."""
+    llama_cpp_context_tokens: int = Field(65536, ge=256)
+    """KV cache cells of the llama.cpp engine in all: each row of a batch gets a stream of (its wave's longest prompt +
+    max_new_tokens) cells, and rows that do not fit are decoded in later waves. 65,536 cells: 0.8 GB (0.5B) / 1.8 GB
+    (1.5B) at most."""
     llama_cpp_sequences: int = Field(64, ge=1, le=256)
     """Most rows (samples) the llama.cpp engine decodes together (llama.cpp's limit: 256)."""
 

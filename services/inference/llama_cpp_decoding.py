@@ -1,16 +1,16 @@
-"""The autoregressive loop of the llama.cpp engine: a batch of rows in one unified KV cache.
+"""The autoregressive loop of the llama.cpp engine: a batch of rows, one KV-cache stream per row.
 
 The same contract as `services.inference.decoding.decode_rows` (the torch engine's loop): prompt-major samples,
 every sampled token with its behaviour log-probability (`services.inference.sampling`), EOS and stop strings,
 length, abort; the same `DecodeProgress` reports. What differs is the cache:
 
 - Prefill: each prompt is one sequence. A prompt that shares a prefix with an earlier one (the proposer prompts of a
-  task type share ~900 tokens) starts from a copy of that prefix (`llama_memory_seq_cp`: in a unified cache the cells
-  are shared, not copied) and computes only its own tokens; the tokens of several prompts are packed into one
-  `batch_tokens` forward. Its n samples then copy the whole prompt.
-- Decoding: one token per live row per forward, every row in one batch; a finished row's cells are freed at once.
-- Waves: rows whose prompts and `max_new_tokens` would not fit `context_tokens` cells (or `max_sequences`) are
-  decoded in successive waves, each on a cleared cache.
+  task type share ~900 tokens) starts from a copy of that one's cache cut at the prefix and computes only its own
+  tokens; the tokens of several prompts are packed into one `batch_tokens` forward. Its n samples then copy it.
+- Decoding: one token per live row per forward, every row in one batch; a finished row's stream is cleared.
+- Waves: rows are decoded in waves that fit the engine's limits (`max_sequences` rows, `context_tokens` cells in
+  all, a row's stream holding its prompt and `max_new_tokens`); each wave gets a cache of its shape
+  (`ContextFor`), a cached one when it is large enough.
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ from services.inference.prefill import shared_prefix_plan
 from services.inference.sampling import choose_tokens
 from services.ports import InferenceError
 
-CACHE_MARGIN = 0.9
-"""Share of the cache a wave plans to use: llama.cpp wants contiguous free cells for a prefill chunk."""
-
 Generators = torch.Generator | None | list[torch.Generator | None]
+ContextFor = Callable[[int, int], LlamaContext]
+"""(rows, cells per row) -> a cleared cache with at least that many streams of at least that many cells."""
 
 
 @dataclass
 class _Row:
-    """One sample being decoded: its sequence in the cache and the position its next token goes to."""
+    """One sample being decoded: its sequence (stream) in the cache and the position its next token goes to."""
 
     index: int  # sample index (prompt-major)
     sequence: int
@@ -43,41 +42,45 @@ class _Row:
     sample: RawSample
 
 
+@dataclass(frozen=True)
+class Wave:
+    """Prompts decoded together, and the stream size each of their rows needs."""
+
+    prompts: list[int]
+    cells_per_row: int
+
+
 def plan_waves(prompts: Sequence[Sequence[int]], repeats: int, max_new_tokens: int, *, context_tokens: int,
-               max_sequences: int) -> list[list[int]]:
-    """Prompt indices per wave, in order: each wave's unshared prompt tokens plus its rows' new tokens fit
-    `CACHE_MARGIN` of the cache, and its rows fit the sequences. InferenceError when one prompt alone cannot fit."""
-    budget = int(context_tokens * CACHE_MARGIN)
+               max_sequences: int) -> list[Wave]:
+    """Prompt indices per wave, in order: each wave's rows fit `max_sequences` and its rows x (longest prompt +
+    `max_new_tokens` + 1) cells fit `context_tokens`. InferenceError when one prompt's rows alone cannot fit."""
     if repeats > max_sequences:
         raise InferenceError(f"n = {repeats} samples of one prompt exceed the engine's {max_sequences} sequences "
                              "(AZR_LLAMA_CPP_SEQUENCES)")
-    waves: list[list[int]] = []
+    waves: list[Wave] = []
     wave: list[int] = []
+    longest = 0
     for index, prompt in enumerate(prompts):
-        alone = len(prompt) + repeats * max_new_tokens
-        if alone > budget:
-            raise InferenceError(f"a prompt of {len(prompt)} tokens with {repeats} x {max_new_tokens} new tokens "
-                                 f"needs {alone} cache cells; the engine has {context_tokens} "
+        alone = repeats * (len(prompt) + max_new_tokens + 1)
+        if alone > context_tokens:
+            raise InferenceError(f"{repeats} row(s) of a {len(prompt)}-token prompt with {max_new_tokens} new "
+                                 f"tokens need {alone} cache cells; the engine has {context_tokens} "
                                  "(AZR_LLAMA_CPP_CONTEXT_TOKENS)")
-        candidate = wave + [index]
-        cost = _wave_cells([prompts[i] for i in candidate], repeats, max_new_tokens)
-        if wave and (cost > budget or len(candidate) * repeats > max_sequences):
-            waves.append(wave)
-            candidate = [index]
-        wave = candidate
+        widest = max(longest, len(prompt))
+        rows = (len(wave) + 1) * repeats
+        if wave and (rows > max_sequences or rows * (widest + max_new_tokens + 1) > context_tokens):
+            waves.append(Wave(wave, longest + max_new_tokens + 1))
+            wave, widest = [], len(prompt)
+        wave.append(index)
+        longest = widest
     if wave:
-        waves.append(wave)
+        waves.append(Wave(wave, longest + max_new_tokens + 1))
     return waves
 
 
-def _wave_cells(prompts: Sequence[Sequence[int]], repeats: int, max_new_tokens: int) -> int:
-    plan = shared_prefix_plan(prompts)
-    return sum(len(p) - taken for p, (_, taken) in zip(prompts, plan)) + len(prompts) * repeats * max_new_tokens
-
-
-def decode_rows_llama(context: LlamaContext, prompts: Sequence[Sequence[int]], spec: RowSpec, *, repeats: int,
+def decode_rows_llama(context_for: ContextFor, prompts: Sequence[Sequence[int]], spec: RowSpec, *, repeats: int,
                       eos_ids: set[int], detokenize: Callable[[Sequence[int]], str], generator: Generators,
-                      abort: threading.Event | None = None,
+                      context_tokens: int, max_sequences: int, abort: threading.Event | None = None,
                       on_step: Callable[[DecodeProgress], None] | None = None,
                       threads: Callable[[], int] | None = None) -> list[RawSample]:
     """Sample `repeats` continuations of each prompt (prompt-major); see the module docstring. `generator`: one
@@ -86,11 +89,12 @@ def decode_rows_llama(context: LlamaContext, prompts: Sequence[Sequence[int]], s
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     samples = [RawSample() for _ in range(len(prompts) * repeats)]
-    waves = plan_waves(prompts, repeats, spec.max_new_tokens, context_tokens=context.context_tokens,
-                       max_sequences=context.max_sequences)
+    waves = plan_waves(prompts, repeats, spec.max_new_tokens, context_tokens=context_tokens,
+                       max_sequences=max_sequences)
     counted = _Counter(total_rows=len(samples))
     for wave in waves:
-        _decode_wave(context, prompts, wave, spec, repeats=repeats, eos_ids=eos_ids, detokenize=detokenize,
+        context = context_for(len(wave.prompts) * repeats, wave.cells_per_row)
+        _decode_wave(context, prompts, wave.prompts, spec, repeats=repeats, eos_ids=eos_ids, detokenize=detokenize,
                      generator=generator, samples=samples, abort=abort, on_step=on_step, threads=threads,
                      counted=counted)
     for sample in samples:

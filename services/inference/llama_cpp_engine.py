@@ -60,7 +60,7 @@ class LlamaCppEngine:
     """Generates with llama.cpp in this process; implements `services.ports.InferenceEngine`."""
 
     def __init__(self, model_dir: str | Path, gguf: str | Path, *, base_form: str = "release", seed: int = 0,
-                 context_tokens: int = 32768, max_sequences: int = 64, batch_tokens: int = 512,
+                 context_tokens: int = 65536, max_sequences: int = 64, batch_tokens: int = 512,
                  threads: int = 2, work_dir: str | Path | None = None) -> None:
         """``model_dir``: the model's HF directory (tokenizer, chat template, config); ``gguf``: its weights as GGUF
         (the same model: a release and its conversion, or a GGUF written from the directory). ``work_dir`` keeps
@@ -76,7 +76,7 @@ class LlamaCppEngine:
         self.architecture, self.blocks = gguf_architecture(self.base_gguf)
         self._served = served_base(self.base_gguf, base_form, self.work_dir, threads)
         self._model = LlamaModel(self._served)
-        self._context = self._new_context(self._model)
+        self._context: LlamaContext | None = None  # the last wave's cache, reused while large enough
         self._adapter: Any = None
         self._model_path = str(self.model_dir)
         self._version = INITIAL_WEIGHT_VERSION
@@ -88,9 +88,25 @@ class LlamaCppEngine:
         self.generation_threads: Callable[[], int] | None = None
         """Asked before every forward how many threads to use (the embedded run: fewer while sandbox jobs run)."""
 
-    def _new_context(self, model: LlamaModel) -> LlamaContext:
-        return LlamaContext(model, context_tokens=self.context_tokens, max_sequences=self.max_sequences,
-                            batch_tokens=self.batch_tokens, threads=self.threads)
+    def _context_for(self, rows: int, cells: int) -> LlamaContext:
+        """A cleared cache of at least `rows` streams of `cells` cells, with the served adapter: the cached one
+        when large enough, else a new one as large as both (within `context_tokens`). Called under the lock."""
+        old = self._context
+        if old is not None and old.max_sequences >= rows and old.cells_per_sequence >= cells:
+            old.clear()
+            return old
+        want_rows, want_cells = rows, cells
+        if old is not None and max(rows, old.max_sequences) * max(cells, old.cells_per_sequence) <= self.context_tokens:
+            want_rows, want_cells = max(rows, old.max_sequences), max(cells, old.cells_per_sequence)
+        if old is not None:
+            old.close()
+            self._context = None
+        context = LlamaContext(self._model, sequences=want_rows, cells_per_sequence=want_cells,
+                               batch_tokens=self.batch_tokens, threads=self.threads)
+        if self._adapter is not None:
+            context.set_adapter(self._adapter)
+        self._context = context
+        return context
 
     # ------------------------------------------------------------------------------------------ port methods
 
@@ -147,9 +163,10 @@ class LlamaCppEngine:
             if any(seed is not None for seed in seeds):
                 generator = [self._generator if seed is None else torch.Generator().manual_seed(seed)
                              for seed in seeds]
-            flat = decode_rows_llama(self._context, prompts, spec, repeats=n, eos_ids=self._eos_ids,
-                                     detokenize=self.codec.decode, generator=generator, abort=abort,
-                                     on_step=self.on_decode_step, threads=self.generation_threads)
+            flat = decode_rows_llama(self._context_for, prompts, spec, repeats=n, eos_ids=self._eos_ids,
+                                     detokenize=self.codec.decode, generator=generator,
+                                     context_tokens=self.context_tokens, max_sequences=self.max_sequences,
+                                     abort=abort, on_step=self.on_decode_step, threads=self.generation_threads)
             version = self._version
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))], version
 
@@ -179,7 +196,8 @@ class LlamaCppEngine:
             adapter = self._model.load_adapter(gguf)  # read into llama.cpp's buffers: the file can go
         with self._lock:
             try:
-                self._context.set_adapter(adapter)
+                if self._context is not None:
+                    self._context.set_adapter(adapter)
             except InferenceError:
                 self._model.free_adapter(adapter)
                 raise
@@ -200,17 +218,13 @@ class LlamaCppEngine:
                                    self.threads)
             shutil.move(str(written), target.with_suffix(".new"))
         model = LlamaModel(target.with_suffix(".new"))
-        try:
-            context = self._new_context(model)
-        except InferenceError:
-            model.close()
-            raise
         with self._lock:
             old_model, old_context, old_adapter = self._model, self._context, self._adapter
-            self._model, self._context, self._adapter = model, context, None
+            self._model, self._context, self._adapter = model, None, None
             self._model_path, self._version = str(path), str(policy_version)
             self._eos_ids = self.codec.eos_token_ids() | _config_eos_ids(path)
-        old_context.close()
+        if old_context is not None:
+            old_context.close()
         if old_adapter is not None:
             old_model.free_adapter(old_adapter)
         old_model.close()
@@ -222,12 +236,12 @@ class LlamaCppEngine:
         ids = list(prompt) + list(output_ids)
         rows: list[np.ndarray] = []
         with self._lock:
-            self._context.clear()
+            context = self._context_for(1, len(ids) + 1)
             for start in range(0, len(ids), self.batch_tokens):
                 chunk = [Token(ids[p], p, 0, p >= len(prompt) - 1 and p < len(ids) - 1)
                          for p in range(start, min(start + self.batch_tokens, len(ids)))]
-                rows.append(self._context.decode(chunk))
-            self._context.clear()
+                rows.append(context.decode(chunk))
+            context.clear()
         logits = torch.from_numpy(np.concatenate(rows))
         scale = temperature if temperature > 0 else 1.0
         logprobs = torch.log_softmax(logits / scale, dim=-1)
@@ -235,7 +249,9 @@ class LlamaCppEngine:
 
     def close(self) -> None:
         with self._lock:
-            self._context.close()
+            if self._context is not None:
+                self._context.close()
+                self._context = None
             self._model.close()
 
 

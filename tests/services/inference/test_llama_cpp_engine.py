@@ -83,7 +83,7 @@ def test_a_prompt_samples_alike_alone_or_beside_prompts_it_shares_a_prefix_with(
 
 def test_a_batch_that_does_not_fit_the_cache_is_decoded_in_waves(tiny_dir: Path, tiny_gguf: Path, tmp_path: Path,
                                                                 engine: object, prompts: list[list[int]]) -> None:
-    small = new_engine(tiny_dir, tiny_gguf, tmp_path, context_tokens=512, max_sequences=4)
+    small = new_engine(tiny_dir, tiny_gguf, tmp_path, context_tokens=1400, max_sequences=4)
     sampling = SamplingParams(max_new_tokens=40, n=3, seed=9)
     steps: list[DecodeProgress] = []
     small.on_decode_step = steps.append  # type: ignore[attr-defined]
@@ -92,7 +92,7 @@ def test_a_batch_that_does_not_fit_the_cache_is_decoded_in_waves(tiny_dir: Path,
     assert [[c.output_ids for c in g] for g in waved] == [[c.output_ids for c in g] for g in whole]
     assert sum(1 for s in steps if s.step == 1) == 3  # one wave per prompt: 3 rows each, 4 sequences at most
     with pytest.raises(InferenceError, match="cache cells"):
-        small.generate(prompts[:1], SamplingParams(max_new_tokens=400))  # type: ignore[attr-defined]
+        small.generate(prompts[:1], SamplingParams(max_new_tokens=2000))  # type: ignore[attr-defined]
 
 
 def test_stop_strings_cut_the_text_and_keep_the_token(engine: object, prompts: list[list[int]]) -> None:
