@@ -166,8 +166,10 @@ class Settings(BaseSettings):
     """Largest repr of a program's result; longer is `output_too_large` (the authors truncate at 400 chars)."""
     executor_max_processes: int = Field(64, ge=1)
     """Process/thread cap for one task (Docker pids-limit; RLIMIT_NPROC in the process sandbox)."""
-    executor_sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    """Process backend isolation: `bwrap` (required), `auto` (bubblewrap when usable), `none` (rlimits only)."""
+    executor_sandbox: Literal["auto", "bwrap", "rootless", "none"] = "auto"
+    """Process backend isolation: `auto` (bubblewrap, else the rootless namespace sandbox, else refuse to start and
+    name the install command), `bwrap` or `rootless` (that one, required), `none` (rlimits only: model code runs
+    unconfined; every log line and /readyz say so). Source: issue 37, docs/isolation.md."""
     executor_python: str = Field(default_factory=default_executor_python)
     """Absolute interpreter path for sandbox workers (never the PATH shim; the worker is stdlib-only)."""
     executor_recycle_after: int = Field(1000, ge=1)

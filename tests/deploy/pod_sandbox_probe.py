@@ -18,6 +18,7 @@ import sys
 
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.process_backend import ProcessBackend
+from executor_svc.worker import PROTOCOL_VERSION
 
 HOSTILE = """
 import socket
@@ -72,8 +73,9 @@ def main(argv: list[str]) -> int:
     report.update(isolation=backend.isolation, mount_proc=getattr(backend, "mount_proc", None))
     channel = backend(0)
     try:
-        channel.send({"v": 1, "id": "hostile", "op": "run", "stop_on_failure": False, "limits": LIMITS,
-                      "jobs": [{"kind": "call", "program": HOSTILE, "args": str(port)}]})
+        channel.send({"v": PROTOCOL_VERSION, "id": "hostile", "op": "run", "stop_on_failure": False,
+                      "limits": LIMITS,
+                      "jobs": [{"kind": "call", "program": HOSTILE, "args": str(port), "args_mode": "source"}]})
         (result,) = channel.receive(60.0)["results"]
     finally:
         channel.close()

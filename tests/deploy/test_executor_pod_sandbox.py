@@ -94,8 +94,9 @@ def test_generated_code_in_the_executor_pod_reaches_neither_redis_nor_its_secret
 @pytest.mark.timeout(1200)
 def test_the_default_seccomp_profile_leaves_no_sandbox(docker_with_base_image: str, rendered_overlays: dict[str, Any],
                                                        redis_url: str) -> None:
-    """Why the executor container names its seccomp profile: under the default one bubblewrap cannot unshare, so
-    with sandbox=bwrap the worker refuses to start (and with `auto` generated code would run with rlimits only)."""
+    """Why the executor container names its seccomp profile: under the default one neither bubblewrap nor the rootless
+    sandbox can unshare, so the worker refuses to start, with `bwrap` and with `auto` alike (before issue 37 `auto`
+    ran generated code with rlimits only); only an explicit `none` runs it, and then it reaches Redis."""
     pod = objects_of(rendered_overlays["gpu"], "Deployment")["executor"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     confined = json.loads(json.dumps(container))
@@ -104,5 +105,7 @@ def test_the_default_seccomp_profile_leaves_no_sandbox(docker_with_base_image: s
                                                         "seccompProfile": {"type": "RuntimeDefault"}}}, confined)
     refused = run_probe(docker_with_base_image, flags, "bwrap", "unused")
     assert "bubblewrap cannot run a worker" in refused.get("refused", ""), refused
-    fallback = run_probe(docker_with_base_image, flags, "auto", "unused")
-    assert fallback["isolation"] == "none" and fallback["redis"] == "connected", fallback
+    automatic = run_probe(docker_with_base_image, flags, "auto", "unused")
+    assert "refusing to run model-written code unconfined" in automatic.get("refused", ""), automatic
+    asked = run_probe(docker_with_base_image, flags, "none", "unused")
+    assert asked["isolation"] == "none" and asked["redis"] == "connected", asked
