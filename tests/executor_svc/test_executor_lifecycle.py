@@ -276,3 +276,14 @@ def test_jobs_running_counts_the_workers_running_code_now(executor: Executor) ->
         time.sleep(0.02)
     worker.join()
     assert seen == 1 and executor.jobs_running() == 0
+
+
+def test_each_worker_runs_under_a_uid_of_its_own_when_the_service_is_root() -> None:
+    """Issue 37: RLIMIT_NPROC never binds root, and workers that share a uid can signal and trace each other."""
+    if os.geteuid() != 0:
+        pytest.skip("the service runs as a normal user here: its workers run as that user, in their sandboxes")
+    with Executor(workers=2, limits=LIMITS) as executor:
+        pids = [pid for group in executor.worker_pids().values() for pid in group]
+        uids = [int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                         if line.startswith("Uid:"))) for pid in pids]
+    assert len(pids) == 4 and len(set(uids)) == 4 and 0 not in uids, uids
