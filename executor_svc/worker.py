@@ -436,8 +436,15 @@ class Worker:
 
 
 def _children() -> list[int]:
-    """Live children of this process (read from /proc: stat field 4 is the parent pid)."""
-    me, found = os.getpid(), []
+    """Children of this (single-threaded) worker: /proc/self/task/<pid>/children, one small read; the whole /proc
+    walked only where the kernel has no such file (CONFIG_PROC_CHILDREN off)."""
+    me = os.getpid()
+    try:
+        with open("/proc/self/task/%d/children" % me, "rb") as stream:
+            return [int(pid) for pid in stream.read().split()]
+    except OSError:
+        pass
+    found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
