@@ -375,6 +375,11 @@ class Executor:
             return CheckResult(status=failed.status, correct=False, error=failed.error, ms=_ms(started))
         for index, (result, gold) in enumerate(zip(results, golds)):
             where = f"pair {index}: " if len(jobs) > 1 else ""
+            fits = len(gold.encode("utf-8", "surrogatepass")) <= self.limits.max_output_bytes
+            if result.status is ExecStatus.OUTPUT_TOO_LARGE and fits:  # it ran; it cannot be the gold value
+                return CheckResult(status=ExecStatus.WRONG_ANSWER, correct=False,
+                                   error=where + f"f gave an output over the limit, the gold output fits in it: "
+                                                 f"{result.error}", ms=_ms(started))
             if result.status is not ExecStatus.OK:
                 return CheckResult(status=result.status, correct=False, error=where + (result.error or ""),
                                    ms=_ms(started))

@@ -5,8 +5,8 @@ object with what happened. Stdlib only plus executor_svc (mounted read-only), li
     python3 pod_sandbox_probe.py SANDBOX_MODE REDIS_PORT SECRET
 
 The hostile program tries what generated code must never manage: connect to Redis (the pod reaches it; the sandbox
-must not), resolve a name, and find SECRET (set in the container's environment, as the Redis password is in the
-pod's) in its own environment or in any process's /proc/<pid>/environ.
+must not), resolve a name, and find SECRET (in the pod's secret files under /run/secrets, and, as a worst case, in the
+container's environment too) in its own environment, any process's /proc/<pid>/environ, or /run/secrets.
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ def f(port):
             texts.append(os['read'](handle, 1 << 16).decode('latin-1'))
         except (OSError, ValueError):
             pass
+    try:
+        for name in os['listdir']('/run/secrets'):
+            handle = os['open']('/run/secrets/' + name, os['O_RDONLY'])
+            texts.append(os['read'](handle, 1 << 16).decode('latin-1'))
+    except OSError:
+        pass
     found['texts'] = texts
     found['proc_entries'] = len(pids)
     return found
