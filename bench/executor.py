@@ -7,7 +7,13 @@ Baselines (each does the same work as one of our validations: run f(input) twice
 
 Targets: process >= 8x A and >= 1x B while isolating every task; docker >= 0.5x process.
 
+The process backend runs once per sandbox in --sandboxes: bubblewrap, the rootless namespace sandbox (issue 37: what
+a machine without bubblewrap gets), and `none`, the bare fork-server with no sandbox around it: the floor any sandbox
+adds its cost to. Besides validations/s the table gives the cost per execution (a validation is two executions, one
+per hash seed) and its ratio to that floor, and the time to start one worker (spawn + handshake) per sandbox.
+
     .venv/bin/python bench/executor.py [--limit 200] [--workers 2] [--backends process,docker] [--rounds 3]
+                                       [--sandboxes bwrap,rootless,none]
 
 On a host shared with other busy processes, read the docker row with care: under cgroup v1 the kernel weighs all of
 Docker's containers together (/sys/fs/cgroup/cpu/docker) like ONE process of the root group, so when the host runs
@@ -100,12 +106,14 @@ def baseline_b(rows: list[dict[str, str]]) -> tuple[str, Callable[[], int], Call
     return "B: one reused interpreter, 1-worker pool (authors')", run, pool.shutdown
 
 
-def ours(rows: list[dict[str, str]], backend: str, workers: int) -> tuple[str, Callable[[], int], Callable[[], None]]:
+def ours(rows: list[dict[str, str]], backend: str, workers: int,
+         sandbox: str = "auto") -> tuple[str, Callable[[], int], Callable[[], None]]:
     from executor_svc.executor import Executor
     from services.execution import ExecStatus
     from services.settings import Settings
 
-    executor = Executor.from_settings(Settings(executor_backend=backend, executor_workers=workers))
+    executor = Executor.from_settings(Settings(executor_backend=backend, executor_workers=workers,
+                                               executor_sandbox=sandbox))
     executor.validate_proposal(rows[0]["code"], rows[0]["input"])  # warm the pool: startup is not throughput
 
     def run() -> int:
@@ -114,6 +122,26 @@ def ours(rows: list[dict[str, str]], backend: str, workers: int) -> tuple[str, C
             return sum(result.status == ExecStatus.OK for result in results)
 
     return f"ours: {backend} ({workers} workers, isolation: {executor.isolation})", run, executor.close
+
+
+def worker_start_ms(sandbox: str, repeats: int = 5) -> float:
+    """Median time to start one process-backend worker in `sandbox` and get its handshake (the probe excluded)."""
+    from executor_svc.process_backend import ProcessBackend
+    from executor_svc.worker import PROTOCOL_VERSION
+
+    backend = ProcessBackend(INTERPRETER, sandbox)  # type: ignore[arg-type]
+    times = []
+    try:
+        for _ in range(repeats):
+            started = time.perf_counter()
+            channel = backend(0)
+            channel.send({"v": PROTOCOL_VERSION, "id": "t", "op": "ping"})
+            channel.receive(60.0)
+            times.append((time.perf_counter() - started) * 1000)
+            channel.close()
+    finally:
+        backend.close()
+    return round(sorted(times)[len(times) // 2], 1)
 
 
 def machine_notes() -> str:
@@ -130,6 +158,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=200, help="CRUXEval rows to validate per contender")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--backends", default="process,docker")
+    parser.add_argument("--sandboxes", default="bwrap,rootless,none",
+                        help="process-backend sandboxes to measure (none: the bare fork-server, the floor)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per contender, interleaved; best kept")
     parser.add_argument("--docker-cpu-shares", type=int, default=0,
                         help="set Docker's cgroup-v1 CPU weight for the run, restored after (root; 0 = leave it). "
@@ -151,12 +181,17 @@ def run_table(rows: list[dict[str, str]], args: argparse.Namespace) -> None:
     """Measure every contender and print the table."""
 
     contenders, failed = [baseline_a(rows, args.workers), baseline_b(rows)], []
+    starts: dict[str, float] = {}
     for backend in [b for b in args.backends.split(",") if b]:
-        try:
-            contenders.append(ours(rows, backend, args.workers))
-        except Exception as error:  # report and go on: one missing engine must not hide the other figures
-            failed.append({"backend": f"ours: {backend}", "validations": 0, "ok": 0, "seconds": 0, "per_s": 0,
-                           "error": str(error)[:200]})
+        sandboxes = [s for s in args.sandboxes.split(",") if s] if backend == "process" else ["auto"]
+        for sandbox in sandboxes:
+            try:
+                contenders.append(ours(rows, backend, args.workers, sandbox))
+                if backend == "process":
+                    starts[contenders[-1][0]] = worker_start_ms(sandbox)
+            except Exception as error:  # report and go on: one missing engine must not hide the other figures
+                failed.append({"backend": f"ours: {backend} ({sandbox})", "validations": 0, "ok": 0, "seconds": 0,
+                               "per_s": 0, "error": str(error)[:200]})
     notes_before = machine_notes()
     best: dict[str, dict[str, Any]] = {}
     try:
@@ -171,16 +206,25 @@ def run_table(rows: list[dict[str, str]], args: argparse.Namespace) -> None:
     table = list(best.values()) + failed
 
     base_a, base_b = table[0]["per_s"], table[1]["per_s"]
-    process = next((row["per_s"] for row in table if row["backend"].startswith("ours: process")), 0)
+    process = next((row["per_s"] for row in table if row["backend"].startswith("ours: process")
+                    and "isolation: bwrap" in row["backend"]),
+                   next((row["per_s"] for row in table if row["backend"].startswith("ours: process")), 0))
+    floor = next((row["per_s"] for row in table if "isolation: none" in row["backend"]), 0)
     print(f"executor benchmark: {len(rows)} CRUXEval validations per round, best of {args.rounds} interleaved rounds, "
           f"{args.workers} workers per pool\nmachine: {notes_before} (before), {machine_notes()} (after)\n")
-    print("| contender | validations/s | ok | vs A | vs B | vs process |")
-    print("|---|---|---|---|---|---|")
+    print("| contender | validations/s | ok | ms per execution | vs floor (bare fork) | vs A | vs B | vs process "
+          "(bwrap) | worker start |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in table:
         ratio = lambda base, row=row: f"{row['per_s'] / base:.2f}x" if base else "-"  # noqa: E731
         note = f" ({row['error']})" if row.get("error") else ""
-        print(f"| {row['backend']}{note} | {row['per_s']} | {row['ok']}/{row['validations']} | {ratio(base_a)} | "
-              f"{ratio(base_b)} | {ratio(process)} |")
+        # wall time per execution across the pool: 2 executions per validation
+        per_execution = f"{1000 / (2 * row['per_s']):.2f}" if row["per_s"] else "-"
+        cost = f"{floor / row['per_s']:.2f}x" if floor and row["per_s"] and row["backend"].startswith("ours: process") \
+            else "-"
+        start = f"{starts[row['backend']]} ms" if row["backend"] in starts else "-"
+        print(f"| {row['backend']}{note} | {row['per_s']} | {row['ok']}/{row['validations']} | {per_execution} | "
+              f"{cost} | {ratio(base_a)} | {ratio(base_b)} | {ratio(process)} | {start} |")
 
 
 if __name__ == "__main__":

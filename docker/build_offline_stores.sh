@@ -3,7 +3,8 @@
 # postgres:15) from this host's Debian binaries, on top of the offline Python base (glibc, /bin/sh):
 #   azr-redis:offline     redis-server + redis-cli (Debian's redis-server package)
 #   azr-postgres:offline  PostgreSQL 15 (Debian's postgresql package) with an entrypoint that honours the official
-#                         image's POSTGRES_USER / POSTGRES_PASSWORD / POSTGRES_DB / PGDATA on first start.
+#                         image's POSTGRES_USER / POSTGRES_PASSWORD (or POSTGRES_PASSWORD_FILE) / POSTGRES_DB /
+#                         PGDATA on first start.
 # Use them with compose: REDIS_IMAGE=azr-redis:offline POSTGRES_IMAGE=azr-postgres:offline docker compose ...
 # Limits: same major versions as the host packages; only what our compose file uses (no init scripts directory,
 # no POSTGRES_INITDB_ARGS).
@@ -84,7 +85,10 @@ export PATH="$pg_bin:\$PATH"
 PGDATA="\${PGDATA:-/var/lib/postgresql/data}"
 user="\${POSTGRES_USER:-postgres}"
 if [ ! -s "\$PGDATA/PG_VERSION" ]; then
-  [ -n "\${POSTGRES_PASSWORD:-}" ] || { echo "postgres-entrypoint: POSTGRES_PASSWORD is required" >&2; exit 1; }
+  if [ -n "\${POSTGRES_PASSWORD_FILE:-}" ]; then  # a secret file (read by the shell itself: no coreutils here)
+    IFS= read -r POSTGRES_PASSWORD < "\$POSTGRES_PASSWORD_FILE" || [ -n "\${POSTGRES_PASSWORD:-}" ]
+  fi
+  [ -n "\${POSTGRES_PASSWORD:-}" ] || { echo "postgres-entrypoint: POSTGRES_PASSWORD(_FILE) is required" >&2; exit 1; }
   printf '%s' "\$POSTGRES_PASSWORD" > /tmp/pwfile
   initdb -D "\$PGDATA" -U "\$user" --pwfile=/tmp/pwfile -E UTF8 --no-locale --auth-local=trust \\
     --auth-host=scram-sha-256 >/dev/null

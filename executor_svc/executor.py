@@ -12,12 +12,15 @@ Decisions:
   reported, any other difference is `nondeterministic`.
 - A worker lost during a request is replaced and the request retried once; lost again -> `crashed`. A worker that
   cannot start -> `sandbox_error`. See worker_pool.py.
-- Answers: deduction compares eval(gold) == eval(answer) in the sandbox (texts when neither side is an expression);
-  abduction runs f(answer) and compares with eval(gold) in the program's names; the answer is held to the rules the
-  gold input met when the task was validated (the static argument check, any value f accepts: a class instance of
-  the program, a namedtuple, an iterator), so a task whose gold input is such a value stays solvable (§3.3.4);
-  induction runs the agent's program on every hidden input (it gets the static program check first), after the gold
+- Verdicts are made here, never in a sandbox, and the gold value never enters one (executor_svc/verdicts.py: both
+  sides read as literals, compared with `==`). Deduction runs nothing at all: the answer is read as a literal.
+  Abduction must run f(answer): the paper's check is `gold == f(answer)`, and that call is the one it forces. A
+  literal answer is built in the sandbox before the program runs (`args_mode` "literal"); an answer that needs the
+  program's own names (a class instance of the program, a namedtuple, a lambda, an iterator, as a gold input may)
+  passes the static answer rules and is evaluated with the program's functions and classes only (`restricted`).
+  Induction runs the agent's program on every hidden input (it gets the static program check first), after the gold
   program's import statements when the caller passes them (the released code's check; `induction_gold_imports`).
+  What comes back from a sandbox is only each run's reported repr.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from executor_svc import worker_messages
+from executor_svc import verdicts, worker_messages
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
+from executor_svc.literals import NotALiteral, read_arguments
 from executor_svc.process_backend import ProcessBackend, SandboxMode
 from executor_svc.prometheus_metrics import ExecutorMetrics
+from executor_svc.unconfined_log import NOT_ISOLATED
 from executor_svc.worker_messages import JobResult
 from executor_svc.worker_pool import ChannelFactory, WorkerPool
 from services.algorithm import static_check, thread_safe_ast
@@ -97,6 +102,7 @@ def _recorded(kind: str) -> Callable[[Callable[Concatenate[Executor, P], R]], Ca
         @functools.wraps(operation)
         def recorded(self: Executor, *args: P.args, **kwargs: P.kwargs) -> R:
             result = operation(self, *args, **kwargs)
+            self._note_health(result.status, result.error)
             if self.metrics is not None:
                 self.metrics.observe(kind, result.status.value, result.ms / 1000.0)
             return result
@@ -115,7 +121,9 @@ class Executor:
                  metrics: ExecutorMetrics | None = None) -> None:
         """`channel_factory` plugs in another backend (docker); the executor owns it and calls its close(), if any,
         on close. Otherwise a process backend is built from `sandbox` ("auto" | "bwrap" | "none") and `python`
-        (absolute interpreter path for the workers). Starts all 2 x `workers` workers before returning.
+        (absolute interpreter path for the workers): "auto" is bubblewrap, else the rootless namespace sandbox, else a
+        refusal (SandboxUnavailable, with the command that installs bubblewrap); "none" only when asked. Starts all
+        2 x `workers` workers and runs the zero triplet before returning.
         With `metrics`, every operation's status and latency is recorded there."""
         self.metrics = metrics
         if verify_hash_seed == GOLD_HASH_SEED:
@@ -132,11 +140,15 @@ class Executor:
                                   recycle_after=recycle_after)
         self._threads = ThreadPoolExecutor(max_workers=2 * workers, thread_name_prefix="azr-executor")
         self._finalizer = weakref.finalize(self, _shutdown, self._threads, (self._gold, self._verify), self._backend)
+        self._health: str | None = None
         try:
             self._gold.start()
             self._verify.start()
             if self._gold.str_hash == self._verify.str_hash:
                 raise SandboxUnavailable("gold and verify workers hash strings alike: hash seeds are not effective")
+            status, error, _, _ = self._validate_runs("def f(x):\n    return x", ["'Hello World'"])  # not counted
+            if status is not ExecStatus.OK:
+                self._health = f"sandbox fails the zero triplet: {status} {error or ''}"
         except BaseException:
             self.close()
             raise
@@ -167,7 +179,7 @@ class Executor:
 
     @property
     def isolation(self) -> str:
-        """Which isolation the workers run under: "bwrap", "none", "docker", ... (for /readyz)."""
+        """Which isolation the workers run under: "bwrap", "rootless", "docker", "none" (for /readyz)."""
         return self._isolation
 
     def stats(self) -> dict[str, dict[str, int]]:
@@ -183,11 +195,23 @@ class Executor:
         return {"gold": self._gold.worker_pids(), "verify": self._verify.worker_pids()}
 
     def readiness_problem(self) -> str | None:
-        """None when the sandbox runs the zero triplet, else what went wrong."""
-        result = self.validate_proposal("def f(x):\n    return x", "'Hello World'")
-        if result.status == "ok":
-            return None
-        return f"sandbox fails the zero triplet: {result.status} {result.error or ''}"
+        """None when the sandbox works, else what went wrong: the zero triplet's result at start, then the last
+        infrastructure fault of a real request (cleared by the next request that reached a worker). Cached state
+        only: a readiness probe (unauthenticated, possibly a flood of them) never runs a sandbox job."""
+        if not self._finalizer.alive:
+            return "the executor is closed"
+        return self._health
+
+    def isolation_note(self) -> str | None:
+        """For /readyz: what a client must know about the isolation (an unsandboxed executor), else None."""
+        return NOT_ISOLATED if self._isolation == "none" else None
+
+    def _note_health(self, status: ExecStatus, error: str | None) -> None:
+        """Track infrastructure faults for readiness_problem (any other status means a worker answered)."""
+        if status is ExecStatus.SANDBOX_ERROR:
+            self._health = f"sandbox error: {error or 'unknown'}"
+        else:
+            self._health = None
 
     def close(self) -> None:
         """Finish requests in flight, then stop every worker and the backend. Idempotent."""
@@ -237,22 +261,34 @@ class Executor:
 
     @_recorded("check_deduction")
     def check_deduction(self, gold_output: str, agent_output: str) -> CheckResult:
-        """eval(gold) == eval(answer), both evaluated in the sandbox."""
+        """Is the answer the gold value? Both read as literals here; nothing runs (executor_svc/verdicts.py)."""
         started = time.perf_counter()
         verdict = static_check.check_answer_value(agent_output)
-        if verdict.status is ExecStatus.FORBIDDEN:  # a syntax error goes on: the sandbox may compare texts
+        if verdict.status is ExecStatus.FORBIDDEN:
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        return self._check([worker_messages.equal_job(agent_output, gold_output)], started)
+        outcome = verdicts.compare(gold_output, agent_output)
+        if outcome.equal:
+            return CheckResult(status=ExecStatus.OK, correct=True, ms=_ms(started))
+        status = ExecStatus.SYNTAX_ERROR if verdict.status is ExecStatus.SYNTAX_ERROR else ExecStatus.WRONG_ANSWER
+        return CheckResult(status=status, correct=False, error=verdict.error or outcome.reason, ms=_ms(started))
 
     @_recorded("check_abduction")
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
-        """f(answer) == eval(gold) in the sandbox; the answer passes the same checks as a gold input."""
+        """gold == f(answer): f runs in the sandbox on the answer (a literal built before the program runs, else an
+        expression under the answer rules with the program's own names only); the outputs are compared here."""
         started = time.perf_counter()
-        for verdict in (static_check.check_program(program), static_check.check_arguments(agent_input)):
-            if not verdict.passed:
-                return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        job = worker_messages.call_equal_job(program, agent_input, gold_output, scope="program", plain_args=False)
-        return self._check([job], started)
+        verdict = static_check.check_program(program)
+        if not verdict.passed:
+            return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
+        try:
+            read_arguments(agent_input)
+            mode: worker_messages.ArgsMode = "literal"
+        except NotALiteral:
+            answer = static_check.check_arguments(agent_input, answer=True)
+            if not answer.passed:
+                return CheckResult(status=answer.status, correct=False, error=answer.error, ms=_ms(started))
+            mode = "restricted"
+        return self._check([worker_messages.call_job(program, agent_input, mode)], [gold_output], started)
 
     @_recorded("check_induction")
     def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
@@ -267,9 +303,8 @@ class Executor:
         verdict = static_check.check_program(agent_program)
         if not verdict.passed:
             return CheckResult(status=verdict.status, correct=False, error=verdict.error, ms=_ms(started))
-        jobs = [worker_messages.call_equal_job(agent_program, text, output, scope="pristine", plain_args=False)
-                for text, output in zip(inputs, outputs)]
-        return self._check(jobs, started)
+        jobs = [worker_messages.call_job(agent_program, text) for text in inputs]
+        return self._check(jobs, list(outputs), started)
 
     # -------------------------------------------------------------------------------------------------- batches
 
@@ -332,19 +367,26 @@ class Executor:
                 return ExecStatus.NONDETERMINISTIC, error, None, index
         return ExecStatus.OK, None, [result.output or "" for result in gold], None
 
-    def _check(self, jobs: Sequence[worker_messages.Job], started: float) -> CheckResult:
+    def _check(self, jobs: Sequence[worker_messages.Job], golds: Sequence[str], started: float) -> CheckResult:
+        """Run `jobs` on gold workers; each reported output must be its gold value (compared here, not there)."""
         try:
             results = self._run(self._gold, jobs, stop_on_failure=True)
         except _RunFailed as failed:
             return CheckResult(status=failed.status, correct=False, error=failed.error, ms=_ms(started))
-        for index, result in enumerate(results):
+        for index, (result, gold) in enumerate(zip(results, golds)):
             where = f"pair {index}: " if len(jobs) > 1 else ""
+            fits = len(gold.encode("utf-8", "surrogatepass")) <= self.limits.max_output_bytes
+            if result.status is ExecStatus.OUTPUT_TOO_LARGE and fits:  # it ran; it cannot be the gold value
+                return CheckResult(status=ExecStatus.WRONG_ANSWER, correct=False,
+                                   error=where + f"f gave an output over the limit, the gold output fits in it: "
+                                                 f"{result.error}", ms=_ms(started))
             if result.status is not ExecStatus.OK:
                 return CheckResult(status=result.status, correct=False, error=where + (result.error or ""),
                                    ms=_ms(started))
-            if not result.equal:
+            outcome = verdicts.compare(gold, result.output if result.output is not None else "")
+            if not outcome.equal:
                 return CheckResult(status=ExecStatus.WRONG_ANSWER, correct=False,
-                                   error=where + (result.error or "not equal to the gold value"), ms=_ms(started))
+                                   error=where + f"f gave {_short(result.output)}: {outcome.reason}", ms=_ms(started))
         return CheckResult(status=ExecStatus.OK, correct=True, ms=_ms(started))
 
 

@@ -1,36 +1,43 @@
-"""`POST /v1/execute`: the executor over HTTP, for debugging (the pipeline itself uses RQ). Same result shapes."""
+"""`POST /v1/execute`: the executor over HTTP, for debugging (the pipeline itself uses RQ). Same result shapes.
+
+Behind the API token like every route that makes the executor work (it runs model code on request); `/readyz` reports
+the executor's cached state (never a sandbox job per probe) and, when it runs unconfined, says so in `notes`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import Counter
+from pydantic import SecretStr
 
 from executor_svc.dispatch import execute_request
 from services.execution import ExecutionRequest
-from services.http_ops import ReadinessCheck, install_operational_routes
+from services.http_errors import WRITE_STATUSES, documented
+from services.http_ops import (
+    ReadinessCheck,
+    bearer_token_guard,
+    executor_check,
+    executor_note,
+    install_operational_routes,
+)
 from services.ports import CodeExecutor
 
 
-def create_executor_app(executor: CodeExecutor, max_body_bytes: int = 262_144,
+def create_executor_app(executor: CodeExecutor, token: SecretStr, max_body_bytes: int = 262_144,
                         checks: dict[str, ReadinessCheck] | None = None) -> FastAPI:
-    """An app serving `executor`; readiness also runs the zero triplet through it."""
+    """An app serving `executor`, its route guarded by `token` (the placeholder or an empty token lets no request
+    in); readiness is the executor's own (`readiness_problem`) plus `checks`."""
     app = FastAPI(title="AZR executor", version="1", summary="Sandboxed validation and answer checks (debugging API).")
-
-    def sandbox_answers() -> str | None:
-        result = executor.validate_proposal("def f(x):\n    return x", "'Hello World'")
-        if result.status == "ok":
-            return None
-        return f"sandbox fails the zero triplet: {result.status} {result.error or ''}"
-
-    registry = install_operational_routes(app, "executor", {"sandbox": sandbox_answers, **(checks or {})},
-                                          max_body_bytes)
+    registry = install_operational_routes(app, "executor", {"sandbox": executor_check(executor), **(checks or {})},
+                                          max_body_bytes, notes={"sandbox": executor_note(executor)})
     statuses = Counter("azr_executor_results", "Executor results by operation and status", ["op", "status"],
                        registry=registry)
 
-    @app.post("/v1/execute", tags=["executor"])
+    @app.post("/v1/execute", tags=["executor"], dependencies=[Depends(bearer_token_guard(token))],
+              responses=documented(*WRITE_STATUSES))
     async def execute(request: ExecutionRequest) -> dict[str, Any]:
         """Run one validation or answer check in the sandbox. Malformed bodies get 422 with the field at fault."""
         result = await run_in_threadpool(execute_request, executor, request)

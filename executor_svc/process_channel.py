@@ -1,9 +1,17 @@
-"""A WorkerChannel over a local worker process's stdin/stdout pipes (the `process` backend's transport)."""
+"""A WorkerChannel over a local worker process's stdin/stdout pipes (the `process` backend's transport).
+
+Where this service is root, every worker process starts under a uid of its own (`worker_uid`), drawn from a range no
+host account uses: RLIMIT_NPROC never binds a process that is root outside, and with one shared uid a fork bomb in
+one worker (or anything else of that uid) would make forks fail in the others, and a program could signal, trace or
+read the /proc of its neighbours. Unsandboxed (`executor_sandbox = "none"`), closing such a worker also kills every
+process left under its uid: what a job double-forked out of the worker's reach.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -17,23 +25,31 @@ from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.worker import PROTOCOL_VERSION
 
-NOBODY = 65534
+NOGROUP = 65534
+WORKER_UID_BASE = 10_000_000  # far above host accounts and the usual subuid ranges (100000 + 65536 * n)
+WORKER_UID_SPAN = 1_000_000_000
 MAX_REPLY_BYTES = 256 << 20
 SEND_TIMEOUT_S = 30.0
+SWEEP_PROGRAM = "import os\ntry:\n    os.kill(-1, 9)\nexcept OSError:\n    pass\n"
 
 
-def launch_uid() -> int | None:
-    """The uid workers are launched as: 65534 when we are root (RLIMIT_NPROC does not bind root), else ours (None)."""
-    return NOBODY if os.geteuid() == 0 else None
+def worker_uid() -> int | None:
+    """A fresh uid for one worker when we are root (None otherwise: workers run as we do)."""
+    return WORKER_UID_BASE + secrets.randbelow(WORKER_UID_SPAN) if os.geteuid() == 0 else None
 
 
 class ProcessWorkerChannel:
-    """One worker process spoken to over its stdin/stdout pipes (implements executor_svc.channel.WorkerChannel)."""
+    """One worker process spoken to over its stdin/stdout pipes (implements executor_svc.channel.WorkerChannel).
 
-    def __init__(self, argv: list[str], env: dict[str, str], scratch_dir: str | None = None) -> None:
+    `uid`: run it under this uid (gid 65534, no supplementary groups); `sweep_with`: an interpreter with which
+    close() kills every process left under `uid` (for unsandboxed workers, whose leftovers no namespace ends)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], scratch_dir: str | None = None, uid: int | None = None,
+                 sweep_with: str | None = None) -> None:
         self._stderr = tempfile.TemporaryFile()
-        uid = launch_uid()
-        ids: dict[str, Any] = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        self.uid = uid
+        self._sweep_with = sweep_with if uid is not None else None
+        ids: dict[str, Any] = {"user": uid, "group": NOGROUP, "extra_groups": []} if uid is not None else {}
         self._scratch_dir = scratch_dir
         self._buffer = bytearray()
         self._closed = False
@@ -105,6 +121,8 @@ class ProcessWorkerChannel:
             pass
         _kill_session(self._proc.pid)  # unsandboxed children live in the worker's session; before the reap below,
         self._proc.wait()              # so that the session id cannot have been reused yet
+        if self._sweep_with is not None:
+            _kill_uid(self._sweep_with, self.uid)
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
             if stream is not None:
                 stream.close()
@@ -123,6 +141,16 @@ class ProcessWorkerChannel:
         except (OSError, ValueError):
             tail = ""
         return f"{what} (exit status {code}{': ' + tail if tail else ''})"
+
+
+def _kill_uid(python: str, uid: int | None) -> None:
+    """SIGKILL every process of `uid`: kill(-1) from a process of that uid reaches exactly those (and not itself)."""
+    try:
+        subprocess.run([python, "-S", "-c", SWEEP_PROGRAM], user=uid, group=NOGROUP, extra_groups=[], env={},
+                       cwd="/", timeout=30, check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def _kill_session(session: int) -> None:

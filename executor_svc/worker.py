@@ -1,45 +1,52 @@
 """AZR sandbox worker: a single-threaded fork-server that runs model-written Python, one fresh child per job.
 
-Stdlib only and self-contained: it runs as `python3 -s -S -B worker.py [--scratch DIR] [--own-pid-namespace]` under
-any python3 >= 3.9, with nothing of the project importable (bubblewrap, a Docker image, or a plain process).
-Start it with a cleared environment and an explicit PYTHONHASHSEED (never `-I`: it ignores PYTHONHASHSEED).
+Stdlib only and self-contained (one file, shipped as is into every sandbox): it runs as `python3 -s -S -B worker.py
+[--scratch DIR] [--own-pid-namespace]` under any python3 >= 3.9, with nothing of the project importable (bubblewrap,
+the rootless sandbox, a Docker image, or a plain process). Start it with a cleared environment and an explicit
+PYTHONHASHSEED (never `-I`: it ignores PYTHONHASHSEED).
 
-Wire protocol, version 1: JSON lines. The worker reads one request line on stdin and writes exactly one reply line
-on stdout; every message carries `"v": 1`. Program output never reaches these streams: the worker moves its protocol
+Wire protocol, version 2: JSON lines. The worker reads one request line on stdin and writes exactly one reply line
+on stdout; every message carries `"v": 2`. Program output never reaches these streams: the worker moves its protocol
 to private fds at start, and each child's fds 0-2 are /dev/null.
 
-  request  {"v": 1, "id": ID, "op": "ping"}
-  reply    {"v": 1, "id": ID, "ok": true, "pid": int, "uid": int, "python": "3.11.2", "hash_seed": "0",
-            "str_hash": hash("azr-probe"), "ignore_environment": 0}
-  request  {"v": 1, "id": ID, "op": "run", "stop_on_failure": bool, "jobs": [JOB, ...],
+  request  {"v": 2, "id": ID, "op": "ping"}
+  reply    {"v": 2, "id": ID, "ok": true, "pid": int, "uid": int, "python": "3.11.2", "hash_seed": "0",
+            "str_hash": hash("azr-probe"), "ignore_environment": 0, "exec_denied": bool}
+  request  {"v": 2, "id": ID, "op": "run", "stop_on_failure": bool, "jobs": [JOB, ...],
             "limits": {"timeout_s": float, "memory_mb": int, "max_output_bytes": int, "max_processes": int}}
-  reply    {"v": 1, "id": ID, "ok": true, "results": [RESULT, ...]}   (stops after the first failed job if asked)
-  request  {"v": 1, "id": ID, "op": "exit"}          reply {"v": 1, "id": ID, "ok": true}, then the worker exits
-  any bad request gets {"v": 1, "id": ID, "ok": false, "error": "..."}; an internal failure of the worker gets
-  {"v": 1, "id": null, "ok": false, "fatal": true, "error": "..."} and the worker exits
+  reply    {"v": 2, "id": ID, "ok": true, "results": [RESULT, ...]}   (stops after the first failed job if asked)
+  request  {"v": 2, "id": ID, "op": "exit"}          reply {"v": 2, "id": ID, "ok": true}, then the worker exits
+  any bad request gets {"v": 2, "id": ID, "ok": false, "error": "..."}; an internal failure of the worker gets
+  {"v": 2, "id": null, "ok": false, "fatal": true, "error": "..."} and the worker exits
 
-  JOB is one of (program = source defining `f`; args = argument source, run as f(<args>); expected = value source):
-    {"kind": "call", "program", "args"}                  -> RESULT + "output": repr(f(args)), "none": result is None
-    {"kind": "equal", "answer", "expected"}               -> RESULT + "equal": eval(expected) == eval(answer)
-    {"kind": "call_equal", "program", "args", "expected", "expected_scope": "program"|"pristine",
-     "plain_args": bool}                                  -> RESULT + "equal": eval(expected) == f(args)
-  RESULT is {"status", "error"?, "ms", ...}; status is one of ok, syntax_error, no_function, runtime_error,
-  timeout, memory, output_too_large, crashed (each is also a services.execution.ExecStatus value). Comparisons add
-  "compared": "value" | "text" (texts are compared when `expected` is no Python expression, e.g. `inf`).
+  JOB is {"kind": "call", "program": source defining `f`, "args": argument source, "args_mode": MODE}: run f(<args>).
+    MODE says how the arguments become values:
+      "source"      evaluated as written, in the program's names, after the program ran (a proposer's own inputs);
+      "literal"     a literal the executor has already read (executor_svc/literals.py), evaluated BEFORE the program
+                    runs, with no builtins and only the constructors a repr shows (set, frozenset, Counter, ...):
+                    nothing the program does can touch them;
+      "restricted"  an answer that needs the program's own names (a class of the program, a lambda, an iterator),
+                    evaluated after the program ran with only the program's functions and classes (no module) and
+                    builtins without the reflective and importing ones.
+  RESULT is {"status", "error"?, "ms", "output"?: repr(f(args)), "none"?: the result is None}; status is one of
+  ok, syntax_error, no_function, runtime_error, timeout, memory, output_too_large, crashed (each is also a
+  services.execution.ExecStatus value).
+
+Verdicts are not made here. No gold value ever enters the sandbox: the executor compares the `output` this worker
+reports with the gold output in its own process, reading both as literals. A program can make its own result say
+anything (it shares the child's process with the code that reports it), which is what returning that value does;
+what it cannot reach is anything else: the worker (not dumpable, so no ptrace and no /proc/<pid>/fd or mem of it),
+another job's result, or the gold value.
 
 Per job: fork; the child joins its own process group (not a new session: an unsandboxed worker's leftovers stay
 findable in its session), points fds 0-2 at /dev/null, closes every other inherited fd, moves its result pipe to a
-high fd, chdirs into a fresh private scratch dir, sets rlimits (AS, CPU, FSIZE, NOFILE, CORE, NPROC), then execs the
-program in fresh module globals. The result starts with a per-job random nonce, so bytes written blindly into the
-pipe are never taken for a result. The parent enforces the wall deadline, reads at most a capped number of bytes,
-SIGKILLs the child's process group and, with --own-pid-namespace (bubblewrap, or a container where the worker is the
-only process tree besides pid 1), every other process left in the sandbox.
-
-Comparisons: `expected` is evaluated after the untrusted code ran, with the builtins as they were at start (the
-program may have patched them), and a compared value may hold only plain data types plus the types the expected value
-holds (a class whose __eq__ always answers True cannot pass a check). This guards against the reward hacks a model
-can stumble on; code written against this file's internals (gc, ctypes, /proc/<pid>/mem) can forge its own verdict,
-which is why the sandbox, not these checks, is the security boundary.
+high fd, chdirs into a fresh private scratch dir, sets rlimits (AS, CPU, FSIZE, NOFILE, CORE, NPROC), turns exec off
+(a seccomp filter: execve and execveat fail with EPERM, in the job and whatever it forks), then execs the program in
+fresh module globals. The parent enforces the wall deadline, reads at most a capped number of bytes, SIGKILLs the
+child's process group, then sweeps what the job left (Worker._sweep): with --own-pid-namespace every other process
+in the sandbox, otherwise every child reparented to this worker (it is a child subreaper).
+Limits: without ctypes (a stripped python) there is no exec filter, no subreaper and the worker stays dumpable; the
+`ping` reply's `exec_denied` says which.
 """
 
 from __future__ import annotations
@@ -58,7 +65,7 @@ import types
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict  # typing is preloaded for the programs anyway (PRELOADED)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 FILE_SIZE_LIMIT = 1 << 20  # largest file a program may write in its scratch dir
 OPEN_FILES_LIMIT = 64
 RESULT_FD_BASE = 200  # the child's result pipe moves here, away from the fds a blind writer tries first
@@ -66,16 +73,27 @@ PRELOADED = ("collections", "itertools", "functools", "heapq", "math", "cmath", 
              "operator", "fractions", "decimal", "typing", "dataclasses", "enum", "array", "textwrap",
              "unicodedata", "numbers", "keyword", "types", "abc", "contextlib")
 STATUSES = ("ok", "syntax_error", "no_function", "runtime_error", "timeout", "memory", "output_too_large", "crashed")
+ARGS_MODES = ("source", "literal", "restricted")
 
 # Captured before any program runs: a program may rebind builtins or json functions in its own child.
-_repr, _type, _len, _id, _isinstance, _callable, _compile, _eval, _exec, _str, _bool = (
-    repr, type, len, id, isinstance, callable, compile, eval, exec, str, bool)
+_repr, _type, _len, _isinstance, _callable, _compile, _eval, _exec, _str = (
+    repr, type, len, isinstance, callable, compile, eval, exec, str)
 _dumps, _loads = json.dumps, json.loads
 PRISTINE_BUILTINS = dict(builtins.__dict__)
 _dict_update, _dict_items = dict.update, dict.items
 _JSON_ESCAPES = {code: "\\u%04x" % code for code in range(32)}
 _JSON_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
 MEMORY_RESULT = {"status": "memory", "error": "MemoryError: the memory limit was reached"}
+RESTRICTED_AWAY = ("__import__", "__build_class__", "__loader__", "__spec__", "eval", "exec", "compile", "open",
+                   "getattr", "setattr", "delattr", "vars", "globals", "locals", "type", "breakpoint", "input",
+                   "help", "memoryview", "exit", "quit", "object", "super", "classmethod", "staticmethod",
+                   "property")
+"""Builtins a restricted answer never gets (the static answer rules refuse their names too)."""
+RESTRICTED_BUILTINS = {name: value for name, value in PRISTINE_BUILTINS.items() if name not in RESTRICTED_AWAY}
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 4, 36, 38, 22
+SWEEP_DEADLINE_S = 2.0  # killing a job's leftovers round after round stops here (a fork bomb is capped by NPROC)
+SUBREAPER = False  # set by main(): orphans of our jobs come back to this worker
+EXEC_FILTER: Any = None  # set by main(): (libc, address of the seccomp program, its owner) or None (no ctypes, ...)
 
 
 # ---------------------------------------------------------------- wire types: the protocol above, for type checkers
@@ -89,25 +107,7 @@ class CallJob(TypedDict):
     kind: Literal["call"]
     program: str
     args: str
-
-
-class EqualJob(TypedDict):
-    """Evaluate `answer`, then `expected`, and compare; the RESULT carries `equal`."""
-
-    kind: Literal["equal"]
-    answer: str
-    expected: str
-
-
-class CallEqualJob(TypedDict):
-    """Run `f(<args>)` and compare with `expected`, evaluated in the program's names or in none."""
-
-    kind: Literal["call_equal"]
-    program: str
-    args: str
-    expected: str
-    expected_scope: Literal["program", "pristine"]
-    plain_args: bool
+    args_mode: Literal["source", "literal", "restricted"]
 
 
 class Limits(TypedDict):
@@ -123,7 +123,7 @@ class RunRequest(TypedDict):
     """A `run` request as the executor builds it; its worker pool adds the envelope (`v`, `id`)."""
 
     op: Literal["run"]
-    jobs: list[CallJob | EqualJob | CallEqualJob]
+    jobs: list[CallJob]
     stop_on_failure: bool
     limits: Limits
 
@@ -166,21 +166,6 @@ def _short(exc: BaseException) -> str:
     return text if _len(text) <= 300 else text[:297] + "..."
 
 
-def _parse(source: str, mode: Literal["eval"], what: str) -> ast.Expression:
-    try:
-        return ast.parse(source, "<%s>" % what, mode)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise Outcome("syntax_error", "%s does not parse: %s" % (what, _short(exc)))
-
-
-def _code(tree: ast.Expression, mode: Literal["eval"], what: str) -> types.CodeType:
-    """Compile a parsed tree; compile-time errors ('return' outside a function, ...) are syntax errors too."""
-    try:
-        return _compile(tree, "<%s>" % what, mode, dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise Outcome("syntax_error", "%s does not compile: %s" % (what, _short(exc)))
-
-
 def _compile_source(source: str, mode: str, what: str) -> types.CodeType:
     try:
         return _compile(source, "<%s>" % what, mode, dont_inherit=True)
@@ -201,70 +186,60 @@ def _load_program(source: str) -> dict:
     return namespace
 
 
-def _eval_args(source: str, namespace: dict) -> tuple:
-    """Evaluate argument source as it would be in `f(<source>)`; returns (args, kwargs)."""
-    tree = _parse("__azr_collect__(%s\n)" % source, "eval", "input")
+def _argument_code(source: str) -> types.CodeType:
+    """Argument source as it would be in `f(<source>)`, compiled to build (args, kwargs) with `__azr_collect__`."""
+    try:
+        tree = ast.parse("__azr_collect__(%s\n)" % source, "<input>", "eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise Outcome("syntax_error", "input does not parse: %s" % _short(exc))
     call = tree.body
     # narrowed by the captured `_isinstance` (a program may rebind the builtin), which mypy does not follow
     if not (_isinstance(call, ast.Call) and _isinstance(call.func, ast.Name) and call.func.id == "__azr_collect__"):  # type: ignore[attr-defined]
         raise Outcome("syntax_error", "input is not an argument list")
-    code = _code(tree, "eval", "input")
-    return _eval(code, namespace, {"__azr_collect__": lambda *args, **kwargs: (args, kwargs)})
+    try:
+        return _compile(tree, "<input>", "eval", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise Outcome("syntax_error", "input does not compile: %s" % _short(exc))
 
 
-def _eval_expression(source: str, namespace: dict, what: str):
-    code = _compile_source(source.strip(), "eval", what)
-    return _eval(code, namespace)
+def _gather_args(*args, **kwargs) -> tuple:
+    return args, kwargs
 
 
-def _data_types() -> frozenset:
+def _literal_names() -> dict:
+    """The names executor_svc/literals.py lets a literal use, bound to the real constructors."""
     import collections
     import decimal
     import fractions
-    return frozenset((type(None), bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set,
-                      frozenset, range, slice, type(Ellipsis), collections.OrderedDict, collections.defaultdict,
-                      collections.Counter, collections.deque, fractions.Fraction, decimal.Decimal))
+    return {"set": set, "frozenset": frozenset, "list": list, "tuple": tuple, "dict": dict,
+            "Counter": collections.Counter, "OrderedDict": collections.OrderedDict, "deque": collections.deque,
+            "bytearray": bytearray, "range": range, "slice": slice, "Decimal": decimal.Decimal,
+            "Fraction": fractions.Fraction, "float": float, "inf": float("inf"), "nan": float("nan"),
+            "Ellipsis": Ellipsis, "__azr_collect__": _gather_args}
 
 
-_MAPPINGS = (dict,)
-_SEQUENCES = (list, tuple, set, frozenset)
+def _restricted_names(namespace: dict) -> dict:
+    """What a restricted answer may name: the program's own top-level values but modules and dunders."""
+    names = {name: value for name, value in _dict_items(namespace)
+             if not name.startswith("__") and not _isinstance(value, types.ModuleType)}
+    names["__builtins__"] = RESTRICTED_BUILTINS
+    names["__azr_collect__"] = _gather_args
+    return names
 
 
-def _walk(value, allowed):
-    """Types met in `value` (containers opened); stops at the first type not in `allowed` (None: allow all)."""
-    seen: set[int] = set()
-    found: set[type] = set()
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = _type(item)
-        if allowed is not None and kind not in allowed:
-            return found, kind
-        found.add(kind)
-        if _id(item) in seen:
-            continue
-        seen.add(_id(item))
-        if _isinstance(item, _MAPPINGS):
-            stack.extend(dict.keys(item))
-            stack.extend(dict.values(item))
-        elif _isinstance(item, _SEQUENCES) or kind.__name__ == "deque":
-            stack.extend(item)
-        elif kind is slice:
-            stack.extend((item.start, item.stop, item.step))
-    return found, None
-
-
-def _compare(value, expected_source: str, namespace: dict) -> dict:
-    """Is `value` equal to the value `expected_source` denotes? Falls back to repr text when it does not evaluate."""
-    try:
-        expected = _eval_expression(expected_source, namespace, "expected value")
-    except BaseException:
-        return {"status": "ok", "equal": _repr(value) == expected_source.strip(), "compared": "text"}
-    expected_types, _ = _walk(expected, None)
-    _, foreign = _walk(value, DATA_TYPES | expected_types)
-    if foreign is not None:
-        return {"status": "ok", "equal": False, "error": "value holds a %s, not plain data" % foreign.__name__}
-    return {"status": "ok", "equal": _bool(expected == value), "compared": "value"}
+def _job_call(job: CallJob, limits: Limits) -> dict:
+    mode = job.get("args_mode", "source")
+    code = _argument_code(job["args"])
+    if mode == "literal":  # built before the program exists: nothing it does reaches these values
+        args, kwargs = _eval(code, {"__builtins__": {}}, LITERAL_NAMES)
+        namespace = _load_program(job["program"])
+    else:
+        namespace = _load_program(job["program"])
+        scope = _restricted_names(namespace) if mode == "restricted" else namespace
+        args, kwargs = _eval(code, scope, {"__azr_collect__": _gather_args})
+    value = namespace["f"](*args, **kwargs)
+    _restore_builtins()
+    return {"status": "ok", "output": _repr_capped(value, limits["max_output_bytes"]), "none": value is None}
 
 
 def _repr_capped(value, limit: int) -> str:
@@ -280,45 +255,7 @@ def _repr_capped(value, limit: int) -> str:
     return text
 
 
-def _job_call(job: CallJob, limits: Limits) -> dict:
-    namespace = _load_program(job["program"])
-    args, kwargs = _eval_args(job["args"], namespace)
-    value = namespace["f"](*args, **kwargs)
-    return {"status": "ok", "output": _repr_capped(value, limits["max_output_bytes"]), "none": value is None}
-
-
-def _job_equal(job: EqualJob, limits: Limits) -> dict:
-    try:
-        answer = _eval_expression(job["answer"], {"__builtins__": PRISTINE_BUILTINS}, "answer")
-    except MemoryError:
-        raise
-    except BaseException:
-        _restore_builtins()
-        try:  # neither side evaluates (e.g. `inf`, or a repr like `defaultdict(<class 'int'>, {})`): compare texts
-            _eval_expression(job["expected"], {"__builtins__": PRISTINE_BUILTINS}, "expected value")
-        except BaseException:
-            return {"status": "ok", "equal": job["answer"].strip() == job["expected"].strip(), "compared": "text"}
-        raise
-    _restore_builtins()
-    return _compare(answer, job["expected"], {"__builtins__": PRISTINE_BUILTINS})
-
-
-def _job_call_equal(job: CallEqualJob, limits: Limits) -> dict:
-    namespace = _load_program(job["program"])
-    scope = dict(namespace) if job.get("expected_scope") == "program" else {}
-    scope["__builtins__"] = PRISTINE_BUILTINS
-    args, kwargs = _eval_args(job["args"], namespace)
-    if job.get("plain_args"):
-        _, foreign = _walk((args, kwargs), ARGUMENT_TYPES)
-        if foreign is not None:
-            return {"status": "ok", "equal": False, "error": "input holds a %s, not plain data" % foreign.__name__}
-    value = namespace["f"](*args, **kwargs)
-    _restore_builtins()
-    return _compare(value, job["expected"], scope)
-
-
-JOB_KINDS: dict[str, Callable[[Any, Limits], dict]] = {"call": _job_call, "equal": _job_equal,
-                                                      "call_equal": _job_call_equal}
+JOB_KINDS: dict[str, Callable[[Any, Limits], dict]] = {"call": _job_call}
 
 
 def _isolate_fds(result_fd: int) -> int:
@@ -361,14 +298,25 @@ def _apply_limits(limits: Limits) -> None:
     cap(resource.RLIMIT_NPROC, int(limits["max_processes"]))
 
 
-def child_main(job: dict, limits: Limits, result_fd: int, scratch: str, nonce: bytes) -> None:
+def deny_exec() -> None:
+    """Install EXEC_FILTER: from here on execve/execveat fail with EPERM in this process and all it forks (no program
+    is run but the one we exec'ed: no shell, no setuid binary, no /usr/bin/id). Needs no-new-privileges first."""
+    if EXEC_FILTER is None:
+        return
+    libc, program, _ = EXEC_FILTER
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, 2, program, 0, 0) != 0:
+        os._exit(3)  # never run a job without the filter we announced (the parent reports `crashed`)
+
+
+def child_main(job: dict, limits: Limits, result_fd: int, scratch: str) -> None:
     """Runs in the forked child; never returns."""
     try:
         os.setpgid(0, 0)
         result_fd = _isolate_fds(result_fd)
         os.chdir(scratch)
         _apply_limits(limits)
-        memory_payload = nonce + _encode(MEMORY_RESULT)
+        deny_exec()
+        memory_payload = _encode(MEMORY_RESULT)
         started = time.perf_counter()
         try:
             result = JOB_KINDS[job["kind"]](job, limits)
@@ -383,7 +331,7 @@ def child_main(job: dict, limits: Limits, result_fd: int, scratch: str, nonce: b
         else:
             _restore_builtins()
             result["ms"] = round((time.perf_counter() - started) * 1000, 3)
-            payload = nonce + _encode(result)
+            payload = _encode(result)
         view = memoryview(payload)
         while view:
             view = view[os.write(result_fd, view):]
@@ -404,17 +352,17 @@ class Worker:
         self.counter = 0
 
     def run_job(self, job: dict, limits: Limits) -> dict:
-        if job.get("kind") not in JOB_KINDS:
-            return {"status": "crashed", "error": "unknown job kind %r" % job.get("kind")}
+        if job.get("kind") not in JOB_KINDS or job.get("args_mode", "source") not in ARGS_MODES:
+            return {"status": "crashed", "error": "unknown job kind %r or args_mode %r" % (job.get("kind"),
+                                                                                         job.get("args_mode"))}
         scratch = self._fresh_scratch()
-        nonce = os.urandom(8).hex().encode()
         cap = 2 * int(limits["max_output_bytes"]) + 65536  # JSON escaping at most doubles a repr
         read_end, write_end = os.pipe()
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:
             os.close(read_end)
-            child_main(job, limits, write_end, scratch, nonce)
+            child_main(job, limits, write_end, scratch)
         os.close(write_end)
         try:
             os.setpgid(pid, pid)
@@ -424,7 +372,7 @@ class Worker:
             data, how = _collect(read_end, started + float(limits["timeout_s"]), cap)
         finally:
             os.close(read_end)
-        result = _parse_result(data, nonce) if how == "eof" else None
+        result = _parse_result(data) if how == "eof" else None
         if result is not None:  # a complete result: no need to wait for the exit; the sweep reaps it later
             _kill_group(pid)
         else:
@@ -459,11 +407,13 @@ class Worker:
         return path
 
     def _sweep(self) -> None:
-        """In a private pid namespace, nothing but pid 1 and this worker may outlive a job.
+        """Nothing a job started may outlive it.
 
-        Without a /proc in the sandbox (bubblewrap inside a container whose /proc is masked cannot mount a fresh
-        one), kill(-1) reaches the same set: every process we may signal but pid 1 and ourselves, and in a private
-        pid namespace that is the namespace alone."""
+        In a private pid namespace (bubblewrap, the rootless sandbox, a container) that is everything but pid 1 and
+        this worker: walked through /proc, or, without a /proc in the sandbox (bubblewrap inside a container whose
+        /proc is masked cannot mount a fresh one), kill(-1), which there reaches the same set. Elsewhere (sandbox
+        `none`) this worker is a child subreaper, so whatever a job double-forked was reparented to us: every child
+        left is a job's, and killing them round after round (their own children come to us in turn) ends them all."""
         if self.own_pid_namespace:
             me = os.getpid()
             try:
@@ -480,12 +430,55 @@ class Worker:
                         os.kill(int(name), signal.SIGKILL)
                     except OSError:
                         pass
-        while True:  # orphans reparented to us (when the worker is pid 1 of a container)
+        elif SUBREAPER:
+            _kill_children(time.monotonic() + SWEEP_DEADLINE_S)
+        _reap()
+
+
+def _children() -> list[int]:
+    """Children of this (single-threaded) worker: /proc/self/task/<pid>/children, one small read; the whole /proc
+    walked only where the kernel has no such file (CONFIG_PROC_CHILDREN off)."""
+    me = os.getpid()
+    try:
+        with open("/proc/self/task/%d/children" % me, "rb") as stream:
+            return [int(pid) for pid in stream.read().split()]
+    except OSError:
+        pass
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
             try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
+                with open("/proc/%s/stat" % name, "rb") as stream:
+                    fields = stream.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != b"Z":
+                found.append(int(name))
+    return found
+
+
+def _kill_children(deadline: float) -> None:
+    while time.monotonic() < deadline:
+        _reap()
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.001)
+
+
+def _reap() -> None:
+    """Collect every exited child (orphans reparented to us, when the worker is pid 1 or a subreaper)."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
                 break
+        except ChildProcessError:
+            break
 
 
 def _remove(path: str) -> None:
@@ -553,15 +546,22 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _parse_result(data: bytes, nonce: bytes):
-    """The child's RESULT, or None when it wrote nothing usable."""
-    if not data.startswith(nonce):
-        return None
+def _parse_result(data: bytes):
+    """The child's RESULT (its own claim about its own run, nothing more), or None when it wrote nothing usable;
+    only the fields a RESULT has, each of its type, pass on."""
     try:
-        result = _loads(data[len(nonce):].decode("utf-8", "surrogatepass"))
+        claim = _loads(data.decode("utf-8", "surrogatepass"))
     except ValueError:
         return None
-    return result if isinstance(result, dict) and result.get("status") in STATUSES else None
+    if not isinstance(claim, dict) or claim.get("status") not in STATUSES:
+        return None
+    result = {"status": claim["status"]}
+    for key, kinds in (("output", (str,)), ("error", (str,)), ("none", (bool,)), ("ms", (int, float))):
+        if key in claim:
+            if not isinstance(claim[key], kinds) or isinstance(claim[key], bool) and kinds != (bool,):
+                return None
+            result[key] = claim[key]
+    return result
 
 
 def _failure(how: str, data: bytes, status: int, rusage, limits: Limits) -> dict:
@@ -599,7 +599,7 @@ def handle(worker: Worker, request: dict) -> dict:
     if op == "ping":
         return dict(reply, ok=True, pid=os.getpid(), uid=os.getuid(), python=sys.version.split()[0],
                     hash_seed=os.environ.get("PYTHONHASHSEED"), str_hash=hash("azr-probe"),
-                    ignore_environment=sys.flags.ignore_environment)
+                    ignore_environment=sys.flags.ignore_environment, exec_denied=EXEC_FILTER is not None)
     if op == "exit":
         return dict(reply, ok=True)
     if op != "run":
@@ -616,7 +616,7 @@ def handle(worker: Worker, request: dict) -> dict:
     for job in jobs:
         result = worker.run_job(job, limits)
         results.append(result)
-        if request.get("stop_on_failure") and (result["status"] != "ok" or result.get("equal") is False):
+        if request.get("stop_on_failure") and result["status"] != "ok":
             break
     return dict(reply, ok=True, results=results)
 
@@ -631,7 +631,65 @@ def _claim_protocol_fds() -> tuple:
     return proto_in, proto_out
 
 
+# execve and execveat per architecture: (AUDIT_ARCH value, syscall numbers, lowest number of a foreign ABI or None)
+EXEC_SYSCALLS = {"x86_64": (0xC000003E, (59, 322), 0x40000000), "aarch64": (0xC00000B7, (221, 281), None),
+                 "riscv64": (0xC00000F3, (221, 281), None), "ppc64le": (0xC0000015, (11, 362), None),
+                 "s390x": (0x80000016, (11, 354), None)}
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+EPERM = 1
+
+
+def exec_filter_program(machine: str):
+    """The classic-BPF seccomp program of deny_exec as (code, jt, jf, k) tuples, or None for an unknown machine:
+    another ABI than the native one kills the job (x86_64's i386 entry), the x32 numbers and execve/execveat give
+    EPERM, everything else is allowed."""
+    if machine not in EXEC_SYSCALLS:
+        return None
+    arch, numbers, foreign = EXEC_SYSCALLS[machine]
+    load_word, jump_equal, jump_at_least, ret = 0x20, 0x15, 0x35, 0x06
+    deny = SECCOMP_RET_ERRNO | EPERM
+    program = [(load_word, 0, 0, 4), (jump_equal, 1, 0, arch), (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),
+               (load_word, 0, 0, 0)]
+    if foreign is not None:
+        program += [(jump_at_least, 0, 1, foreign), (ret, 0, 0, deny)]
+    for number in numbers:
+        program += [(jump_equal, 0, 1, number), (ret, 0, 0, deny)]
+    return program + [(ret, 0, 0, SECCOMP_RET_ALLOW)]
+
+
+def harden() -> tuple:
+    """Make this worker non-dumpable (no process of its uid without CAP_SYS_PTRACE may trace it or open its
+    /proc/<pid>/fd or mem: a job cannot reach the worker's protocol or memory) and a child subreaper (what a job
+    double-forks comes back to us, see Worker._sweep); build the exec filter each child installs.
+    Returns (subreaper, exec filter or None); without ctypes, neither."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        return False, None
+    libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong)
+    libc.prctl(PR_SET_DUMPABLE, 0, None, 0, 0)
+    subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, None, 0, 0) == 0
+    program = exec_filter_program(os.uname().machine)
+    if program is None:
+        return subreaper, None
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                    ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(program))(*[SockFilter(*insn) for insn in program])
+    fprog = SockFprog(len(program), filters)
+    fprog._keep = filters  # the array must live as long as the program
+    return subreaper, (libc, ctypes.addressof(fprog), fprog)
+
+
 def main(argv: list) -> int:
+    global SUBREAPER, EXEC_FILTER
+    SUBREAPER, EXEC_FILTER = harden()
     scratch_base = argv[argv.index("--scratch") + 1] if "--scratch" in argv else "/tmp"
     worker = Worker(os.path.join(scratch_base, "azr-worker-%d" % os.getpid()), "--own-pid-namespace" in argv)
     os.makedirs(worker.scratch_root, 0o700, exist_ok=True)
@@ -667,10 +725,8 @@ def main(argv: list) -> int:
     return 0
 
 
-DATA_TYPES = _data_types()
-"""Exact types a compared value may hold (plus the types the expected value itself holds)."""
-ARGUMENT_TYPES = DATA_TYPES | {types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, type}
-"""Exact types an answer's arguments may hold: data, and functions or classes to pass (`key=len`, a lambda)."""
+LITERAL_NAMES = _literal_names()
+"""The names a literal argument list may use (what repr prints for plain data), bound before any program runs."""
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

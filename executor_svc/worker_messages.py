@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from executor_svc.errors import SandboxUnavailable
-from executor_svc.worker import CallEqualJob, CallJob, EqualJob, RunRequest
+from executor_svc.worker import CallJob, RunRequest
 from services.execution import ExecStatus, ExecutionLimits
 
-Job = CallJob | EqualJob | CallEqualJob
+Job = CallJob
 """One job of a `run` request, as worker.py's protocol defines it."""
+ArgsMode = Literal["source", "literal", "restricted"]
 
 WORKER_STATUSES = frozenset({"ok", "syntax_error", "no_function", "runtime_error", "timeout", "memory",
                              "output_too_large", "crashed"})
@@ -24,40 +25,32 @@ class JobResult:
 
     status: ExecStatus
     error: str | None = None
-    output: str | None = None  # repr(f(args)) of a `call` job
-    none: bool = False  # a `call` job's result was None
-    equal: bool | None = None  # verdict of an `equal` / `call_equal` job
+    output: str | None = None  # repr(f(args)), as the sandboxed run reports it
+    none: bool = False  # the result was None
     ms: float = 0.0
 
     @property
     def succeeded(self) -> bool:
-        return self.status is ExecStatus.OK and self.equal is not False
+        return self.status is ExecStatus.OK
 
     @classmethod
     def from_wire(cls, raw: Any) -> JobResult:
         if not isinstance(raw, dict) or raw.get("status") not in WORKER_STATUSES:
             raise SandboxUnavailable(f"malformed job result from the worker: {str(raw)[:200]}")
-        equal = raw.get("equal")
-        return cls(status=ExecStatus(raw["status"]), error=raw.get("error"), output=raw.get("output"),
-                   none=bool(raw.get("none")), equal=None if equal is None else bool(equal),
-                   ms=float(raw.get("ms") or 0.0))
+        output = raw.get("output")
+        if output is not None and not isinstance(output, str):
+            raise SandboxUnavailable(f"malformed output from the worker: {str(raw)[:200]}")
+        try:
+            ms = float(raw.get("ms") or 0.0)
+        except (TypeError, ValueError):
+            raise SandboxUnavailable(f"malformed job result from the worker: {str(raw)[:200]}") from None
+        return cls(status=ExecStatus(raw["status"]), error=str(raw["error"]) if raw.get("error") else None,
+                   output=output, none=bool(raw.get("none")), ms=ms)
 
 
-def call_job(program: str, args: str) -> CallJob:
-    """Run `f(<args>)`; the result is its repr."""
-    return {"kind": "call", "program": program, "args": args}
-
-
-def equal_job(answer: str, expected: str) -> EqualJob:
-    """Evaluate both expressions (answer first) and compare the values."""
-    return {"kind": "equal", "answer": answer, "expected": expected}
-
-
-def call_equal_job(program: str, args: str, expected: str, *, scope: Literal["program", "pristine"],
-                   plain_args: bool) -> CallEqualJob:
-    """Run `f(<args>)` and compare with `expected`, evaluated after the run in the program's names or in none."""
-    return {"kind": "call_equal", "program": program, "args": args, "expected": expected,
-            "expected_scope": scope, "plain_args": plain_args}
+def call_job(program: str, args: str, args_mode: ArgsMode = "source") -> CallJob:
+    """Run `f(<args>)`; the result is its repr. `args_mode`: how the arguments become values (worker.py)."""
+    return {"kind": "call", "program": program, "args": args, "args_mode": args_mode}
 
 
 def run_message(jobs: Sequence[Job], limits: ExecutionLimits, stop_on_failure: bool) -> RunRequest:

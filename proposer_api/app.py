@@ -25,6 +25,7 @@ from services.http_ops import (
     bearer_token_guard,
     database_check,
     executor_check,
+    executor_note,
     install_operational_routes,
 )
 from services.ports import CodeExecutor, InferenceEngine, TripletStore
@@ -41,7 +42,8 @@ def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeE
                   summary="Triplet buffers, seed submission, self-play proposals, runs and the live dashboard.")
     checks: dict[str, ReadinessCheck] = {"database": database_check(store), "executor": executor_check(executor)}
     registry = install_operational_routes(app, "proposer", {**checks, **(extra_checks or {})},
-                                          settings.max_request_bytes, registry)
+                                          settings.max_request_bytes, registry,
+                                          notes={"executor": executor_note(executor)})
     sizes = Gauge("azr_buffer_entries", "Entries per buffer (read at scrape time; NaN when the database is down)",
                   ["buffer"], registry=registry)
     for buffer in TaskType:
@@ -51,7 +53,7 @@ def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeE
     app.include_router(run_router(store))
     app.include_router(dashboard_router())
     require_token = bearer_token_guard(settings.api_token)
-    app.include_router(seed_router(store, executor, require_token))
+    app.include_router(seed_router(store, executor, require_token, settings.seed_submission_quota))
     if engine is not None:
         app.include_router(propose_router(engine, store, ProposeDefaults.from_settings(settings), require_token,
                                           ProposerMetrics(registry)),

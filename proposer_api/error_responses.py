@@ -7,22 +7,26 @@ import logging
 import redis
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError
 
-from proposer_api.seed_submission import ExecutorUnavailableError, SeedRejectedError
+from proposer_api.seed_submission import ExecutorUnavailableError, QuotaReachedError, SeedRejectedError
 from services.execution import ExecutorJobFailed, ExecutorTimeout
-from services.http_errors import unavailable_response
+from services.http_errors import safe_text, unavailable_response
 
 log = logging.getLogger(__name__)
 
 
 def install_error_responses(app: FastAPI) -> None:
-    """Map rejections to 422 (`SeedRejected`), dependency outages to 503, executor deadlines to 504 (both
-    `DependencyUnavailable`)."""
+    """Map rejections to 422 (`SeedRejected`), a full submission quota to 409 (`ErrorDetail`), dependency outages to
+    503, executor deadlines to 504 (both `DependencyUnavailable`)."""
 
     @app.exception_handler(SeedRejectedError)
     async def rejected(_request: Request, error: SeedRejectedError) -> JSONResponse:
         return JSONResponse(error.rejection.model_dump(mode="json"), status_code=422)
+
+    @app.exception_handler(QuotaReachedError)
+    async def quota_reached(_request: Request, error: QuotaReachedError) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=409)
 
     @app.exception_handler(ExecutorUnavailableError)
     async def executor_down(_request: Request, error: ExecutorUnavailableError) -> JSONResponse:
@@ -35,6 +39,13 @@ def install_error_responses(app: FastAPI) -> None:
     @app.exception_handler(ExecutorTimeout)
     async def job_timeout(_request: Request, error: ExecutorTimeout) -> JSONResponse:
         return _unavailable("executor", str(error), 504)
+
+    @app.exception_handler(DataError)
+    async def data_refused(_request: Request, error: DataError) -> JSONResponse:
+        reason = safe_text(str(error.orig).splitlines()[0] if error.orig else "invalid data")
+        issue = {"type": "data_refused", "loc": ["body"], "msg": f"the database refused the data: {reason}",
+                 "ctx": None}
+        return JSONResponse({"problem": "invalid_request", "detail": [issue]}, status_code=422)
 
     @app.exception_handler(DBAPIError)
     async def database_down(_request: Request, error: DBAPIError) -> JSONResponse:

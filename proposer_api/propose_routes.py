@@ -1,24 +1,30 @@
 """`POST /v1/propose`: proposer rollouts (Figs 34-36) on the served policy, parsed, with token ids and logprobs.
 
 References come from the request or are sampled here from the buffers (K from the task type's buffer; one program
-of D_abd ∪ D_ded for induction). Generation runs in a worker thread so the event loop keeps serving health probes.
+of D_abd ∪ D_ded for induction). Generation runs in a worker thread so the event loop keeps serving health probes;
+`sampling.max_new_tokens` is clamped to `max_response_tokens`, and generation stops when the client goes away
+(services/rollouts/bounded_generation.py).
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
 
 from proposer_api.prometheus_metrics import ProposerMetrics
 from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import TaskType
 from services.http_errors import WRITE_STATUSES, DependencyFailure, documented
+from services.http_ops import run_watching_client
 from services.ports import InferenceEngine, InferenceError, ProposeContext, SamplingParams, TripletStore
+from services.records import Proposal
+from services.rollouts.bounded_generation import AbortableEngine, clamped
 from services.rollouts.http_schemas import (
     PromptTokensRequest,
     PromptTokensResponse,
@@ -38,13 +44,15 @@ class ProposeDefaults:
     num_inputs: int  # N inputs an induction proposer writes
     sampling: SamplingParams
     reject_multiple_functions: bool
+    max_new_tokens: int  # no request may ask for more (settings.max_response_tokens)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProposeDefaults:
         return cls(references_k=settings.references_k, num_inputs=settings.induction_inputs,
                    sampling=SamplingParams(max_new_tokens=settings.max_response_tokens,
                                            temperature=settings.temperature, top_p=settings.top_p),
-                   reject_multiple_functions=settings.reject_multiple_functions)
+                   reject_multiple_functions=settings.reject_multiple_functions,
+                   max_new_tokens=settings.max_response_tokens)
 
 
 def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -> list[ProposeContext]:
@@ -82,13 +90,17 @@ def propose_router(engine: InferenceEngine, store: TripletStore, defaults: Propo
                  responses=documented(*WRITE_STATUSES, 409, 503,
                                       s409="No references given and the buffer holds none to sample.",
                                       s503="Inference failed, or the database is unavailable."))
-    async def propose_route(request: ProposeRequest) -> ProposeResponse:
+    async def propose_route(request: ProposeRequest, connection: Request) -> ProposeResponse:
         contexts = await run_in_threadpool(_contexts, request, store, defaults.references_k)
-        sampling = request.sampling or defaults.sampling
+        sampling = clamped(request.sampling or defaults.sampling, defaults.max_new_tokens)
         num_inputs = request.num_inputs or defaults.num_inputs
+
+        def generate(abort: threading.Event) -> list[Proposal]:
+            return propose(AbortableEngine(engine, abort), {request.task_type: contexts}, sampling, num_inputs,
+                           defaults.reject_multiple_functions)[request.task_type]
+
         try:
-            proposals = (await run_in_threadpool(propose, engine, {request.task_type: contexts}, sampling,
-                                                 num_inputs, defaults.reject_multiple_functions))[request.task_type]
+            proposals = await run_watching_client(connection, generate)
         except InferenceError as exc:
             raise DependencyFailure("inference", str(exc)) from exc
         if metrics is not None:

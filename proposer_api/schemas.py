@@ -25,8 +25,10 @@ MAX_SEARCH = 200
 MAX_INTEGER = 2**63 - 1
 """Largest integer a query parameter takes (a signed 64-bit column: a larger one could not be compared in SQL)."""
 
-SeedSource = Literal["seed", "user"]
-"""Sources a submitted seed may claim (values of TripletSource)."""
+SeedSource = Literal["user"]
+"""The source a submitted seed gets: `user`, evictable like proposals and capped per buffer
+(`seed_submission_quota`). `seed` entries, never evicted, come only from `azr seeds import` and seeding (issue 37:
+a token holder could otherwise fill a buffer for good)."""
 
 ProgramBuffer = Literal["deduction", "abduction"]
 """Buffers a program seed may go to."""
@@ -48,7 +50,8 @@ class ProgramSeed(BaseModel):
     buffers: list[ProgramBuffer] = Field(
         default_factory=_both_program_buffers, min_length=1, max_length=2,
         description="Buffers to store the triplet in (default both).")
-    source: SeedSource = Field("user", description="`seed` entries are never evicted; `user` ones may be.")
+    source: SeedSource = Field("user", description="Always `user`: evictable, at most `seed_submission_quota` per "
+                                                   "buffer (`seed` entries come only from `azr seeds import`).")
 
 
 class InductionSeed(BaseModel):
@@ -61,7 +64,7 @@ class InductionSeed(BaseModel):
     program: str = Field(min_length=1, max_length=20_000)
     inputs: list[Annotated[str, Field(min_length=1, max_length=10_000)]] = Field(min_length=2, max_length=64)
     message: str = Field(min_length=1, max_length=4_000)
-    source: SeedSource = "user"
+    source: SeedSource = Field("user", description="Always `user` (see ProgramSeed.source).")
 
 
 SeedSubmission = Annotated[ProgramSeed | InductionSeed, Field(discriminator="kind")]

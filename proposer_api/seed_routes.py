@@ -1,4 +1,5 @@
-"""`POST /v1/seeds`: submit one seed program, validated by the executor before it is stored."""
+"""`POST /v1/seeds`: submit one seed program, validated by the executor before it is stored, as a `user` entry (evicted
+like proposals), at most `seed_submission_quota` of them per buffer."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ SEED_EXAMPLES: dict[str, Any] = {
 }
 
 
-def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Any]) -> APIRouter:
-    """The seed submission route, guarded by the bearer token."""
+def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Any],
+                quota: int | None = None) -> APIRouter:
+    """The seed submission route, guarded by the bearer token; `quota`: submitted entries a buffer may hold."""
     router = APIRouter(prefix="/v1", tags=["seeds"])
 
     @router.post(
@@ -32,7 +34,8 @@ def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Call
         response_model=SeedAccepted,
         dependencies=[Depends(require_token)],
         responses={
-            **documented(*WRITE_STATUSES, 503, 504),
+            **documented(*WRITE_STATUSES, 409, 503, 504,
+                         s409="A target buffer holds `seed_submission_quota` submitted entries already."),
             200: {"model": SeedAccepted, "description": "A duplicate: every buffer already held it (existing ids)."},
             422: {"model": SeedProblem, "description": (
                 "Not stored. `problem: invalid_request`: a malformed request (`detail` lists the fields at fault); "
@@ -46,9 +49,9 @@ def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Call
     ) -> SeedAccepted:
         """Validate the seed through the executor, then store it: 201 when something new was stored."""
         if isinstance(seed, InductionSeed):
-            accepted = await run_in_threadpool(submit_induction_seed, seed, executor, store)
+            accepted = await run_in_threadpool(submit_induction_seed, seed, executor, store, quota)
         else:
-            accepted = await run_in_threadpool(submit_program_seed, seed, executor, store)
+            accepted = await run_in_threadpool(submit_program_seed, seed, executor, store, quota)
         response.status_code = 201 if any(outcome.created for outcome in accepted.outcomes) else 200
         return accepted
 

@@ -26,8 +26,25 @@ class ExecutorUnavailableError(Exception):
     """The executor could not judge (infrastructure fault, not the program's): 503."""
 
 
-def submit_program_seed(seed: ProgramSeed, executor: CodeExecutor, store: TripletStore) -> SeedAccepted:
-    """Validate `f(input)` and store the triplet in each requested buffer."""
+class QuotaReachedError(Exception):
+    """A buffer already holds `seed_submission_quota` submitted (`user`) entries: 409, nothing stored."""
+
+
+def check_quota(store: TripletStore, buffers: list[TaskType], quota: int) -> None:
+    """Refuse before any work when a target buffer holds `quota` submitted entries already (checked, not reserved:
+    concurrent submissions may pass it by their number)."""
+    for buffer in buffers:
+        _, held = store.list_entries(buffer, limit=1, source=TripletSource.USER)
+        if held >= quota:
+            raise QuotaReachedError(f"{buffer.value} holds {held} submitted entries, the quota "
+                                    f"(seed_submission_quota) is {quota}: nothing stored")
+
+
+def submit_program_seed(seed: ProgramSeed, executor: CodeExecutor, store: TripletStore,
+                        quota: int | None = None) -> SeedAccepted:
+    """Validate `f(input)` and store the triplet in each requested buffer (`quota`: see check_quota)."""
+    if quota is not None:
+        check_quota(store, [TaskType(name) for name in seed.buffers], quota)
     result = executor.validate_proposal(seed.program, seed.input)
     if result.status == ExecStatus.SANDBOX_ERROR:
         raise ExecutorUnavailableError(f"sandbox error: {result.error}")
@@ -44,8 +61,11 @@ def submit_program_seed(seed: ProgramSeed, executor: CodeExecutor, store: Triple
     return SeedAccepted(outcomes=outcomes, entries=entries)
 
 
-def submit_induction_seed(seed: InductionSeed, executor: CodeExecutor, store: TripletStore) -> SeedAccepted:
-    """Validate the program on every input and store the induction task."""
+def submit_induction_seed(seed: InductionSeed, executor: CodeExecutor, store: TripletStore,
+                          quota: int | None = None) -> SeedAccepted:
+    """Validate the program on every input and store the induction task (`quota`: see check_quota)."""
+    if quota is not None:
+        check_quota(store, [TaskType.INDUCTION], quota)
     result = executor.validate_induction(seed.program, seed.inputs)
     if result.status == ExecStatus.SANDBOX_ERROR:
         raise ExecutorUnavailableError(f"sandbox error: {result.error}")

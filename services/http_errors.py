@@ -6,17 +6,20 @@ the OpenAPI document (or schemathesis) can trust it. The shapes:
 - 400, 401, 403, 404, 409, 413: `ErrorDetail` (`{"detail": "<reason>"}`, FastAPI's HTTPException body);
 - 422 for a malformed request: `InvalidRequest`, FastAPI's validation list plus the discriminator
   `problem: "invalid_request"` (a route whose 422 has another meaning too gives that one its own `problem` value,
-  e.g. proposer_api's `SeedRejected`, `problem: "seed_rejected"`);
+  e.g. proposer_api's `SeedRejected`, `problem: "seed_rejected"`). It never echoes the request: no `input`, and every
+  text in it (a `loc` may hold a key of the request) is short, with lone surrogates escaped, so any bad body gets a
+  small, encodable answer. Text holding a NUL character or a lone surrogate anywhere in a JSON body is such a 422
+  (`type: "text_not_storable"`): no store holds it (services/http_ops.py, TextGuard);
 - 503/504, a dependency that did not answer: `DependencyUnavailable` (which dependency, why, and that nothing was
   stored).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,15 +32,40 @@ class ErrorDetail(BaseModel):
 
 
 class ValidationIssue(BaseModel):
-    """One field at fault in a malformed request (pydantic's error entry)."""
-
-    model_config = ConfigDict(extra="allow")
+    """One field at fault in a malformed request (pydantic's error entry, without the input it judged)."""
 
     type: str
     loc: list[str | int]
     msg: str
-    input: Any = None
-    ctx: dict[str, Any] | None = None
+    ctx: dict[str, str] | None = None
+
+
+MAX_ISSUES = 20
+"""Most issues a 422 lists (the rest are counted in the last one)."""
+MAX_ISSUE_TEXT = 200
+"""Longest text of an issue (a location, a message, a context value)."""
+
+
+def safe_text(value: Any, limit: int = MAX_ISSUE_TEXT) -> str:
+    """`value` as short text that always encodes: lone surrogates (and other unencodable code points) escaped."""
+    text = value if isinstance(value, str) else str(value)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def issues_of(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """pydantic's error list as `ValidationIssue` bodies: no input echoed, every text short and encodable."""
+    issues = []
+    for error in list(errors)[:MAX_ISSUES]:
+        loc = [part if isinstance(part, int) else safe_text(part) for part in error.get("loc", ())]
+        ctx = error.get("ctx")
+        issues.append({"type": safe_text(error.get("type", "invalid")), "loc": loc,
+                       "msg": safe_text(error.get("msg", "")),
+                       "ctx": {safe_text(key): safe_text(val) for key, val in ctx.items()} if ctx else None})
+    if len(errors) > MAX_ISSUES:
+        issues.append({"type": "too_many_issues", "loc": ["body"], "ctx": None,
+                       "msg": f"{len(errors) - MAX_ISSUES} more issues not listed"})
+    return issues
 
 
 class InvalidRequest(BaseModel):
@@ -104,8 +132,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"problem": "invalid_request", "detail": jsonable_encoder(error.errors())},
-                            status_code=422)
+        return JSONResponse({"problem": "invalid_request", "detail": issues_of(error.errors())}, status_code=422)
 
     @app.exception_handler(DependencyFailure)
     async def dependency_failed(_request: Request, error: DependencyFailure) -> JSONResponse:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote, unquote_plus
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -57,6 +58,12 @@ class Settings(BaseSettings):
     # --- storage and queues ------------------------------------------------------------------------------------------
     database_url: str = ""
     """SQLAlchemy URL of the buffer store: SQLite (embedded) or PostgreSQL via psycopg 3 (distributed)."""
+    database_password: SecretStr | None = None
+    """Password put into `database_url` when set (issue 37: deployments pass it as a secret file,
+    /run/secrets/azr_database_password, never in an environment variable or a command line)."""
+    redis_password: SecretStr | None = None
+    """Password put into `redis_url` when set (issue 37: a secret file, /run/secrets/azr_redis_password, in Compose
+    and Kubernetes)."""
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis URL for RQ executor jobs and the episode stream (distributed profile)."""
     redis_outage_s: float = Field(60.0, ge=0)
@@ -79,13 +86,16 @@ class Settings(BaseSettings):
 
     # --- HTTP services -----------------------------------------------------------------------------------------------
     api_token: SecretStr = SecretStr(DEFAULT_API_TOKEN)
-    """Bearer token required by write routes; the distributed profile refuses the placeholder."""
+    """Bearer token required by write routes; every command that serves or sends it refuses the placeholder."""
     max_request_bytes: int = Field(262_144, gt=0)
     """Largest request body the APIs accept (413 above it)."""
     proposer_url: str = "http://127.0.0.1:8001"
     """Base URL of proposer_api, for the coordinator."""
     solver_url: str = "http://127.0.0.1:8002"
     """Base URL of solver_api, for the coordinator."""
+    seed_submission_quota: int = Field(1024, ge=0)
+    """Entries with source `user` (POST /v1/seeds) a buffer may hold; past it the route answers 409. Source: issue
+    37 (a token holder must not be able to fill a buffer); submissions are evicted like proposals."""
 
     # --- inference ---------------------------------------------------------------------------------------------------
     inference_backend: Literal["local", "sglang"] = "local"
@@ -183,8 +193,10 @@ class Settings(BaseSettings):
     """Largest repr of a program's result; longer is `output_too_large` (the authors truncate at 400 chars)."""
     executor_max_processes: int = Field(64, ge=1)
     """Process/thread cap for one task (Docker pids-limit; RLIMIT_NPROC in the process sandbox)."""
-    executor_sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    """Process backend isolation: `bwrap` (required), `auto` (bubblewrap when usable), `none` (rlimits only)."""
+    executor_sandbox: Literal["auto", "bwrap", "rootless", "none"] = "auto"
+    """Process backend isolation: `auto` (bubblewrap, else the rootless namespace sandbox, else refuse to start and
+    name the install command), `bwrap` or `rootless` (that one, required), `none` (rlimits only: model code runs
+    unconfined; every log line and /readyz say so). Source: issue 37, docs/isolation.md."""
     executor_python: str = Field(default_factory=default_executor_python)
     """Absolute interpreter path for sandbox workers (never the PATH shim; the worker is stdlib-only)."""
     executor_recycle_after: int = Field(1000, ge=1)
@@ -396,6 +408,15 @@ class Settings(BaseSettings):
             data.setdefault(key, value)
         return data
 
+    @model_validator(mode="after")
+    def _put_passwords_into_urls(self) -> Settings:
+        """`database_password` / `redis_password` (from secret files) complete their URLs."""
+        if self.database_password is not None and self.database_url:
+            self.database_url = url_with_password(self.database_url, self.database_password.get_secret_value())
+        if self.redis_password is not None:
+            self.redis_url = url_with_password(self.redis_url, self.redis_password.get_secret_value())
+        return self
+
     @field_validator("clip_ratio_c")
     @classmethod
     def _dual_clip_is_off_or_above_one(cls, value: float) -> float:
@@ -414,11 +435,13 @@ class Settings(BaseSettings):
         return token in ("", DEFAULT_API_TOKEN)
 
     def require_production_secrets(self) -> None:
-        """Refuse to serve the distributed profile with a default or empty API token."""
-        if self.profile == "distributed" and self.uses_default_secret():
+        """Refuse to serve (or call) the APIs with a default or empty API token, in every profile (issue 37: the
+        embedded `azr serve proposer` took `change-me`); `azr run` makes its own token instead."""
+        if self.uses_default_secret():
             raise RuntimeError(
                 "refusing to start: AZR_API_TOKEN is unset or the placeholder "
-                f"{DEFAULT_API_TOKEN!r}; set a secret token for the distributed profile"
+                f"{DEFAULT_API_TOKEN!r}; set a secret token, e.g. AZR_API_TOKEN=$(python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
             )
 
     def resolved(self, mask_secrets: bool = True) -> dict[str, Any]:
@@ -429,10 +452,17 @@ class Settings(BaseSettings):
             values["api_token"] = "<placeholder: set AZR_API_TOKEN>" if self.uses_default_secret() else "********"
         else:
             values["api_token"] = token
-        if not mask_secrets and self.sglang_admin_api_key is not None:
-            values["sglang_admin_api_key"] = self.sglang_admin_api_key.get_secret_value()
-        for key in ("database_url", "redis_url"):
-            values[key] = mask_url_password(values[key]) if mask_secrets else values[key]
+        if not mask_secrets:
+            for key in ("sglang_admin_api_key", "database_password", "redis_password"):
+                secret = getattr(self, key)
+                if secret is not None:
+                    values[key] = secret.get_secret_value()
+        if mask_secrets:  # every URL field: credentials may sit in any of them (issue 37: sglang_urls)
+            for key in values:
+                if key.endswith("_url") and isinstance(values[key], str):
+                    values[key] = mask_url_password(values[key])
+                elif key.endswith("_urls") and isinstance(values[key], list):
+                    values[key] = [mask_url_password(str(url)) for url in values[key]]
         return values
 
     def save_resolved(self, directory: Path | None = None) -> Path:
@@ -444,22 +474,58 @@ class Settings(BaseSettings):
         return path
 
 
+SECRET_QUERY_KEYS = frozenset({"password", "passwd", "pwd", "pass", "secret", "token", "access_token", "api_key",
+                               "apikey", "key", "auth", "sslpassword", "sslkey"})
+"""Query parameters whose values mask_url_password hides (`?password=...`, as libpq and others accept)."""
+
+
 def mask_url_password(url: str) -> str:
-    """`scheme://user:secret@host` -> `scheme://user:***@host`; URLs without a password are unchanged."""
+    """The URL with its secrets replaced by `***`: the password of `scheme://user:secret@host` and the value of every
+    query parameter named in SECRET_QUERY_KEYS. Read by parsing: the credentials end at the last `@` before the
+    query, so a password holding `@`, `/` or `:` is hidden whole; the user name is kept."""
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
+    if not sep:
         return url
-    credentials, _, host = rest.rpartition("@")
-    if ":" not in credentials:
+    rest, mark, query = rest.partition("?")
+    if "@" in rest:
+        credentials, _, host = rest.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        rest = f"{user}:***@{host}" if colon else f"{credentials}@{host}"
+    if mark:
+        query, hash_mark, fragment = query.partition("#")
+        pairs = []
+        for pair in query.split("&"):
+            name, equals, _ = pair.partition("=")
+            pairs.append(f"{name}=***" if equals and unquote_plus(name).lower() in SECRET_QUERY_KEYS else pair)
+        query = "&".join(pairs) + hash_mark + fragment
+    return f"{scheme}://{rest}{mark}{query}"
+
+
+def url_with_password(url: str, password: str) -> str:
+    """`url` with `password` (URL-quoted) in its credentials: `scheme://user@host` -> `scheme://user:pw@host`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"
+    authority, slash, path = rest.partition("/")
+    credentials, at, host = authority.rpartition("@")
+    user = credentials.partition(":")[0] if at else ""
+    return f"{scheme}://{user}:{quote(password, safe='')}@{host}{slash}{path}"
+
+
+SECRETS_DIR = "/run/secrets"
+"""Where Compose and Kubernetes mount secret files; each file named after a setting's variable in lower case
+(`azr_api_token`, `azr_redis_password`) is that setting's value, below every other layer. AZR_SECRETS_DIR moves it."""
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Settings from `config_file` (else AZR_CONFIG's file, if any), the environment (`AZR_*`) over it, and explicit
-    overrides (flags; None = not given) on top. ConfigFileError or pydantic's ValidationError when they do not hold."""
+    overrides (flags; None = not given) on top; secret files (SECRETS_DIR) where that directory exists.
+    ConfigFileError or pydantic's ValidationError when they do not hold."""
+    import os
+
     from services.config_file import using_config_file
 
+    directory = os.environ.get("AZR_SECRETS_DIR", SECRETS_DIR)
+    secrets: dict[str, Any] = {"_secrets_dir": directory} if os.path.isdir(directory) else {}
     with using_config_file(config_file):
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**secrets, **{k: v for k, v in overrides.items() if v is not None})

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.http_ops import ReadinessCheck, bearer_token_guard, executor_check, install_operational_routes
+from services.http_ops import (
+    ReadinessCheck,
+    bearer_token_guard,
+    executor_check,
+    executor_note,
+    install_operational_routes,
+)
 from services.ports import CodeExecutor, InferenceEngine, SamplingParams
 from services.settings import Settings
 from solver_api.prometheus_metrics import SolverMetrics
@@ -20,8 +26,9 @@ def create_solver_app(settings: Settings, executor: CodeExecutor | None = None,
     With `engine`, `POST /v1/solve` too (answers are checked only when `executor` is given)."""
     app = FastAPI(title="AZR solver", version="1", summary="Solves proposed tasks and checks the answers.")
     checks: dict[str, ReadinessCheck] = {"executor": executor_check(executor)} if executor is not None else {}
+    notes = {"executor": executor_note(executor)} if executor is not None else {}
     registry = install_operational_routes(app, "solver", {**checks, **(extra_checks or {})},
-                                          settings.max_request_bytes)
+                                          settings.max_request_bytes, notes=notes)
     if engine is not None:
         default_sampling = SamplingParams(max_new_tokens=settings.max_response_tokens,
                                           temperature=settings.temperature, top_p=settings.top_p)

@@ -6,6 +6,9 @@ input. One settings convention (azr/cli/settings_options.py): flags > AZR_* > co
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import typer
 
 from azr.cli.config_cmd import config_app
@@ -13,6 +16,7 @@ from azr.cli.coordinator_cmd import coordinator
 from azr.cli.db_cmd import db_app
 from azr.cli.eval_cmd import eval_app
 from azr.cli.executor_cmd import validate, worker_app
+from azr.cli.exit_codes import EXIT_FAILURE
 from azr.cli.parse_cmd import parse
 from azr.cli.plot_cmd import plot
 from azr.cli.run_cmd import run
@@ -20,8 +24,22 @@ from azr.cli.seeds_cmd import seeds_app
 from azr.cli.serve_cmd import serve_app
 from azr.cli.trainer_cmd import trainer
 from azr.cli.trend_cmd import trend
+from executor_svc.errors import SandboxUnavailable
 
-app = typer.Typer(
+
+class AzrApp(typer.Typer):
+    """The command group; a sandbox that cannot confine model code here (no bubblewrap and a kernel that refuses
+    unprivileged user namespaces) ends any command with its reason and the install command, status 1, no traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except SandboxUnavailable as error:
+            typer.echo(f"error: {error}", err=True)
+            sys.exit(EXIT_FAILURE)
+
+
+app = AzrApp(
     name="azr",
     help="Absolute Zero Reasoner: self-play code reasoning with a code executor as the only source of truth.",
     epilog="Exit status of every command: 0 done, 1 runtime failure, 2 usage or bad input "

@@ -1,6 +1,7 @@
 """`azr serve …`: start an HTTP service with uvicorn: `proposer`, `solver`, `inference`, and `executor-debug` (the
-executor's debugging API; the pipeline's executor is the RQ worker `azr worker executor`). Invalid settings, a
-default API token in the distributed profile, or an unusable model exit with status 2."""
+executor's debugging API; the pipeline's executor is the RQ worker `azr worker executor`). Invalid settings, an empty
+or placeholder API token (any profile: the token guards every route that runs code or spends inference), or an
+unusable model exit with status 2."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def serve_executor_debug(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to bind.")] = 8003,
 ) -> None:
-    """The executor's debugging API (`POST /v1/execute`) over an in-process sandbox pool; not part of the pipeline,
-    whose executor jobs `azr worker executor` serves from the RQ queue."""
+    """The executor's debugging API (`POST /v1/execute`, behind AZR_API_TOKEN) over an in-process sandbox pool; not
+    part of the pipeline, whose executor jobs `azr worker executor` serves from the RQ queue."""
     import uvicorn
 
     from azr.factory import local_executor
@@ -30,7 +31,8 @@ def serve_executor_debug(
 
     settings = cli_settings(production=True)
     with local_executor(settings) as executor:
-        uvicorn.run(create_executor_app(executor, settings.max_request_bytes), host=host, port=port)
+        uvicorn.run(create_executor_app(executor, settings.api_token, settings.max_request_bytes), host=host,
+                    port=port)
 
 
 @serve_app.command("inference")

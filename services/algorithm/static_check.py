@@ -16,14 +16,20 @@ deterministic and rejects the obvious cases early, with a named reason):
   of them, and they are the usual way to build an object whose `__eq__` lies.
 A program must bind `f` at top level (`def f`, `class f`, `f = ...`, `import ... as f`); whether it is callable is
 decided when it runs.
+
+The check itself never raises on model text: text that parses but nests too deeply to be walked (`x + x + ...` some
+600 deep), or that breaks the check in any other way, is `forbidden` with the reason, so no caller answers it as an
+infrastructure fault (a 500, a dropped proposal).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, ParamSpec
 
 from services.algorithm import thread_safe_ast
 from services.algorithm.task_types import ENTRY_FUNCTION, FORBIDDEN_MODULES
@@ -57,11 +63,39 @@ class StaticVerdict:
         return self.status is None
 
 
+P = ParamSpec("P")
+
+
+def _too_deep(what: str, exc: BaseException) -> StaticVerdict:
+    return StaticVerdict(ExecStatus.FORBIDDEN, f"{what} is nested too deeply to check ({type(exc).__name__})")
+
+
+def _never_raises(what: str) -> Callable[[Callable[P, StaticVerdict]], Callable[P, StaticVerdict]]:
+    """Whatever model text does to the check, the answer is a verdict: `forbidden`, with the reason."""
+
+    def decorate(check: Callable[P, StaticVerdict]) -> Callable[P, StaticVerdict]:
+        @functools.wraps(check)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> StaticVerdict:
+            try:
+                return check(*args, **kwargs)
+            except (RecursionError, MemoryError) as exc:
+                return _too_deep(what, exc)
+            except Exception as exc:  # a bug of ours or a parser corner: still the text's verdict, never a 500
+                return StaticVerdict(ExecStatus.FORBIDDEN,
+                                     f"the static check cannot read this {what}: {type(exc).__name__}: {exc}"[:300])
+
+        return checked
+
+    return decorate
+
+
 def _parse(source: str, mode: Literal["exec", "eval"], what: str) -> ast.AST | StaticVerdict:
     try:
         tree = thread_safe_ast.parse(source, f"<{what}>", mode)
         thread_safe_ast.compile_tree(tree, f"<{what}>", mode)  # compile-time errors too ('return' outside def)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError) as exc:
+        return _too_deep(what, exc)
+    except (SyntaxError, ValueError) as exc:
         return StaticVerdict(ExecStatus.SYNTAX_ERROR, f"{what} does not parse: {type(exc).__name__}: {exc}"[:300])
     return tree
 
@@ -194,6 +228,7 @@ def binds_entry_function(tree: ast.Module) -> bool:
     return False
 
 
+@_never_raises("program")
 def check_program(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -> StaticVerdict:
     """Parse a program, reject forbidden uses, require a top-level `f`; report its import statements."""
     tree = _parse(source, "exec", "program")
@@ -210,6 +245,7 @@ def check_program(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -
     return StaticVerdict(imports=imports)
 
 
+@_never_raises("input")
 def check_arguments(source: str, *, answer: bool = False,
                     forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -> StaticVerdict:
     """Check argument source as it appears in `f(<source>)`; `answer=True` applies the stricter answer rules."""
@@ -223,6 +259,7 @@ def check_arguments(source: str, *, answer: bool = False,
     return _scan_expression(call.args + [keyword.value for keyword in call.keywords], answer, forbidden, "input")
 
 
+@_never_raises("answer")
 def check_answer_value(source: str, forbidden: tuple[str, ...] = FORBIDDEN_MODULES) -> StaticVerdict:
     """Check a predicted output: one expression, under the answer rules."""
     tree = _parse(source.strip(), "eval", "answer")

@@ -22,10 +22,12 @@ class CodeExecutor(Protocol):
         """Validate the program on every input; one failing input invalidates the proposal."""
 
     def check_deduction(self, gold_output: str, agent_output: str) -> CheckResult:
-        """Compare the predicted output with the gold output as Python values, in the sandbox."""
+        """Compare the predicted output with the gold output as Python values, both read as literals outside any
+        sandbox (nothing runs)."""
 
     def check_abduction(self, program: str, gold_output: str, agent_input: str) -> CheckResult:
-        """Run f(agent_input) in the sandbox and compare with the gold output."""
+        """Run f(agent_input) in the sandbox and compare its output with the gold output outside it (the gold value
+        never enters the sandbox)."""
 
     def check_induction(self, agent_program: str, inputs: Sequence[str], outputs: Sequence[str],
                         gold_imports: Sequence[str] = ()) -> CheckResult:

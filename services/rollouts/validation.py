@@ -4,7 +4,9 @@ The executor runs the program twice in fresh processes under different hash seed
 computes the gold output(s) under a fixed hash seed (executor_svc/executor.py). Validity alone decides whether a
 task joins its buffer; the response's format verdict only changes its reward (§3.3.2). Seeding strips its programs
 of comments and global variables first (§3.3.1, `seed_programs.strip_seed_program`); self-play programs go in as
-written. An infrastructure fault (services/rollouts/executor_faults.py) leaves the proposal `dropped`.
+written. An infrastructure fault (services/rollouts/executor_faults.py) leaves the proposal `dropped`. A task whose
+text holds a NUL character or a lone surrogate (model text may) is invalid (`syntax_error`) before anything runs: no
+buffer can store it (PostgreSQL refuses NUL; UTF-8 cannot carry a lone surrogate).
 """
 
 from __future__ import annotations
@@ -17,6 +19,17 @@ from services.execution import ExecStatus
 from services.ports import BufferEntry, CodeExecutor
 from services.records import InductionTask, Proposal, ProposedInductionTask, Triplet, TripletSource
 from services.rollouts.executor_faults import with_fault_retry
+
+
+def storable(text: str) -> bool:
+    """Whether a buffer can store `text`: no NUL character, no lone surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,11 @@ def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, 
     task = proposal.task
     if task is None:
         return ValidatedProposal(proposal, None, proposal.parse_failure, None)
+    texts = ([task.program, task.message, *task.inputs] if isinstance(task, ProposedInductionTask)
+             else [task.program, task.input])
+    if any(not storable(text) for text in texts):
+        return ValidatedProposal(proposal, ExecStatus.SYNTAX_ERROR.value,
+                                 "the task holds a NUL character or a lone surrogate: no buffer stores it", None)
     what = f"validation of a {proposal.task_type.value} proposal"
     if (proposal.task_type is TaskType.INDUCTION) != isinstance(task, ProposedInductionTask):
         raise ValueError(f"a {proposal.task_type.value} proposal carries a {task.kind} task")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from deploy_tools import write_compose_secrets
 from throwaway_servers import REPO_ROOT, free_port, skip_or_fail
 
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -75,16 +76,18 @@ class ComposeStack:
         self.log_path = log_dir / f"{self.project}.log"
         self.token = secrets.token_urlsafe(24)
         self.redis_password = secrets.token_urlsafe(24)
+        self.postgres_password = secrets.token_urlsafe(16)
+        self.admin_key = secrets.token_urlsafe(24)
+        self.secret_values = {"azr_api_token": self.token, "azr_database_password": self.postgres_password,
+                              "azr_redis_password": self.redis_password, "azr_sglang_admin_api_key": self.admin_key}
+        secrets_env = write_compose_secrets(log_dir / f"{self.project}-secrets", self.secret_values)
         self.ports = {name: free_port() for name in ("proposer", "solver", "propose", "solve", "redis", "postgres",
                                                      "coordinator_metrics", "trainer_metrics")}
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
             "AZR_IMAGE": APP_IMAGE,
-            "AZR_API_TOKEN": self.token,
-            "AZR_POSTGRES_PASSWORD": secrets.token_urlsafe(16),
-            "AZR_REDIS_PASSWORD": self.redis_password,
-            "AZR_SGLANG_ADMIN_API_KEY": secrets.token_urlsafe(24),
+            **secrets_env,
             "AZR_RUN_ID": "stack",
             "AZR_DOCKER_GID": str(os.stat("/var/run/docker.sock").st_gid),
             "AZR_PROPOSER_HOST_PORT": str(self.ports["proposer"]),
@@ -149,5 +152,6 @@ class ComposeStack:
         return text
 
     def down(self) -> None:
-        """Stop and remove the project's containers, network and volumes."""
+        """Stop and remove the project's containers, network and volumes, and its secret files."""
         self.run("down", "--volumes", "--remove-orphans", "--timeout", "20", timeout_s=300, check=False)
+        shutil.rmtree(self.env["AZR_SECRETS_DIR"], ignore_errors=True)

@@ -18,10 +18,10 @@ from deploy_tools import (
     K8S_SECRETS,
     OVERLAYS,
     PROFILES,
-    REQUIRED_COMPOSE_ENV,
     compose_command,
     kustomize_command,
     run_compose_config,
+    write_compose_secrets,
 )
 from throwaway_servers import REPO_ROOT, skip_or_fail
 
@@ -36,11 +36,17 @@ def compose() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def compose_configs(compose: list[str]) -> dict[str, dict[str, Any]]:
+def compose_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What compose needs besides its file: the group of the Docker socket and the secret files (throwaway)."""
+    return write_compose_secrets(tmp_path_factory.mktemp("compose") / "secrets")
+
+
+@pytest.fixture(scope="session")
+def compose_configs(compose: list[str], compose_env: dict[str, str]) -> dict[str, dict[str, Any]]:
     """The resolved configuration of each profile, as compose prints it."""
     configs = {}
     for profile in PROFILES:
-        result = run_compose_config(compose, profile, REQUIRED_COMPOSE_ENV)
+        result = run_compose_config(compose, profile, compose_env)
         assert result.returncode == 0, f"compose config --profile {profile} failed:\n{result.stderr}"
         configs[profile] = yaml.safe_load(result.stdout)
     return configs

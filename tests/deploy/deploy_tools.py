@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from throwaway_servers import REPO_ROOT
 
 OVERLAYS = ("gpu", "cpu-dev", "gpu-multinode")
 PROFILES = ("cpu", "gpu")
-REQUIRED_COMPOSE_ENV = {"AZR_API_TOKEN": "compose-test-token", "AZR_POSTGRES_PASSWORD": "compose-test-password",
-                        "AZR_REDIS_PASSWORD": "compose-test-redis-password",
-                        "AZR_SGLANG_ADMIN_API_KEY": "compose-test-admin-key"}
-"""The secrets docker-compose.yml refuses to start without (throwaway values)."""
+COMPOSE_SECRETS = {"azr_api_token": "compose-test-token", "azr_database_password": "compose-test-password",
+                   "azr_redis_password": "compose-test-redis-password",
+                   "azr_sglang_admin_api_key": "compose-test-admin-key"}
+"""The secret files docker-compose.yml mounts (throwaway values; docker/compose_secrets.sh makes real ones)."""
+REQUIRED_COMPOSE_ENV = {"AZR_DOCKER_GID": "999"}
+"""What docker-compose.yml refuses to start without (besides the secret files)."""
+
+
+def write_compose_secrets(directory: Path, values: dict[str, str] | None = None) -> dict[str, str]:
+    """The secret files in `directory`; returns the environment that points compose at them (AZR_SECRETS_DIR)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, value in (values or COMPOSE_SECRETS).items():
+        (directory / name).write_text(value)
+        (directory / name).chmod(0o644)
+    return {**REQUIRED_COMPOSE_ENV, "AZR_SECRETS_DIR": str(directory)}
 K8S_SECRETS = {"api-token": "test-token", "postgres-password": "test-password", "redis-password": "test-redis-password",
                "sglang-admin-api-key": "test-admin-key"}
 """Throwaway inputs of the `azr-secrets` generator (k8s/base/secrets/, never committed)."""

@@ -5,8 +5,8 @@ object with what happened. Stdlib only plus executor_svc (mounted read-only), li
     python3 pod_sandbox_probe.py SANDBOX_MODE REDIS_PORT SECRET
 
 The hostile program tries what generated code must never manage: connect to Redis (the pod reaches it; the sandbox
-must not), resolve a name, and find SECRET (set in the container's environment, as the Redis password is in the
-pod's) in its own environment or in any process's /proc/<pid>/environ.
+must not), resolve a name, and find SECRET (in the pod's secret files under /run/secrets, and, as a worst case, in the
+container's environment too) in its own environment, any process's /proc/<pid>/environ, or /run/secrets.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.process_backend import ProcessBackend
+from executor_svc.worker import PROTOCOL_VERSION
 
 HOSTILE = """
 import socket
@@ -48,6 +49,12 @@ def f(port):
             texts.append(os['read'](handle, 1 << 16).decode('latin-1'))
         except (OSError, ValueError):
             pass
+    try:
+        for name in os['listdir']('/run/secrets'):
+            handle = os['open']('/run/secrets/' + name, os['O_RDONLY'])
+            texts.append(os['read'](handle, 1 << 16).decode('latin-1'))
+    except OSError:
+        pass
     found['texts'] = texts
     found['proc_entries'] = len(pids)
     return found
@@ -72,8 +79,9 @@ def main(argv: list[str]) -> int:
     report.update(isolation=backend.isolation, mount_proc=getattr(backend, "mount_proc", None))
     channel = backend(0)
     try:
-        channel.send({"v": 1, "id": "hostile", "op": "run", "stop_on_failure": False, "limits": LIMITS,
-                      "jobs": [{"kind": "call", "program": HOSTILE, "args": str(port)}]})
+        channel.send({"v": PROTOCOL_VERSION, "id": "hostile", "op": "run", "stop_on_failure": False,
+                      "limits": LIMITS,
+                      "jobs": [{"kind": "call", "program": HOSTILE, "args": str(port), "args_mode": "source"}]})
         (result,) = channel.receive(60.0)["results"]
     finally:
         channel.close()

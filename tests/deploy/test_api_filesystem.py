@@ -25,6 +25,8 @@ def compose_mounts(service: dict[str, Any]) -> dict[str, bool]:
     tmpfs = service.get("tmpfs", [])
     for entry in [tmpfs] if isinstance(tmpfs, str) else tmpfs:
         found[str(entry).split(":")[0]] = False
+    if service.get("secrets"):  # compose mounts them read-only at /run/secrets/<name>
+        found["/run/secrets"] = True
     return found
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from deploy_tools import PROFILES, REQUIRED_COMPOSE_ENV, active_services, run_compose_config
+import yaml
+from deploy_tools import COMPOSE_SECRETS, PROFILES, REQUIRED_COMPOSE_ENV, active_services, run_compose_config
 
 INFERENCE_NAMES = ("sglang-propose", "sglang-solve")
 APP_SERVICES = {"migrate", "proposer-api", "solver-api", "executor", "coordinator"}
@@ -67,14 +68,16 @@ def test_gpu_profile_runs_pinned_sglang_with_reference_flags(compose_configs: di
         sglang = services[name]
         image, _, tag = sglang["image"].rpartition(":")
         assert image == "lmsysorg/sglang" and tag.startswith("v") and tag != "latest", sglang["image"]
-        assert sglang["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+        entrypoint = " ".join(sglang["entrypoint"])
+        assert "python3 -m sglang.launch_server" in entrypoint  # the admin key appended from its secret file
+        assert "--admin-api-key" in entrypoint and "/run/secrets/azr_sglang_admin_api_key" in entrypoint
         command = sglang["command"]
         assert command[command.index("--host") + 1] == "0.0.0.0"
         assert command[command.index("--port") + 1] == "30000"
         assert command[command.index("--model-path") + 1].startswith("/var/lib/azr/models/")
         assert "/health" in " ".join(sglang["healthcheck"]["test"])
         assert gpu_reservation(sglang) and gpu_reservation(sglang)[0]["driver"] == "nvidia"
-        assert sglang["ipc"] == "host"
+        assert "ipc" not in sglang and sglang["shm_size"], "a large /dev/shm, not the host's IPC namespace"
         assert services[name]["depends_on"]["model-prep"]["condition"] == "service_completed_successfully"
     trainer = services["trainer"]
     assert gpu_reservation(trainer)
@@ -124,17 +127,31 @@ def test_only_loopback_ports_are_published(compose_configs: dict[str, Any], prof
 
 
 @pytest.mark.parametrize("missing", sorted(REQUIRED_COMPOSE_ENV))
-def test_secrets_have_no_default(compose: list[str], missing: str) -> None:
-    env = {key: value for key, value in REQUIRED_COMPOSE_ENV.items() if key != missing}
+def test_required_settings_have_no_default(compose: list[str], compose_env: dict[str, str], missing: str) -> None:
+    """The Docker socket's group has no default (it used to default to root's group 0)."""
+    env = {key: value for key, value in compose_env.items() if key != missing}
     result = run_compose_config(compose, "cpu", env)
     assert result.returncode != 0
     assert f"set {missing}" in result.stderr, result.stderr
 
 
-def test_api_token_reaches_every_service_that_serves_or_calls_the_apis(compose_configs: dict[str, Any]) -> None:
-    services = active_services(compose_configs["cpu"], "cpu")
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_secret_is_a_file_for_the_services_that_use_it(compose_configs: dict[str, Any], profile: str) -> None:
+    """Secrets come from files (./secrets, AZR_SECRETS_DIR), each mounted only where it is used; no value of one is
+    in the resolved configuration (an environment, a command line, `docker inspect`)."""
+    config = compose_configs[profile]
+    assert set(config["secrets"]) == set(COMPOSE_SECRETS)
+    assert all(entry["file"].endswith(f"/{name}") for name, entry in config["secrets"].items())
+    services = active_services(config, profile)
+    holders = {name: {e["source"] if isinstance(e, dict) else e for e in s.get("secrets", [])}
+               for name, s in services.items()}
+    assert holders["proposer-api"] == {"azr_api_token", "azr_database_password", "azr_redis_password"}
+    assert holders["solver-api"] == {"azr_api_token", "azr_redis_password"}
+    assert holders["executor"] == {"azr_redis_password"}
+    assert holders["model-prep"] == set()
+    text = yaml.safe_dump(config)
+    assert not any(value in text for value in COMPOSE_SECRETS.values())
     for name in ("proposer-api", "solver-api", "coordinator"):
-        assert services[name]["environment"]["AZR_API_TOKEN"] == REQUIRED_COMPOSE_ENV["AZR_API_TOKEN"], name
         assert services[name]["environment"]["AZR_PROFILE"] == "distributed", name
 
 
@@ -165,18 +182,16 @@ def test_metrics_endpoints_listen_where_they_are_published(compose_configs: dict
 
 @pytest.mark.parametrize(("extra_env", "ranks", "gpus"), [
     ({}, "1", "0"), ({"AZR_TRAINER_GPUS": "2", "AZR_GPU_TRAINER": "2,3"}, "2", "2,3")])
-def test_gpu_trainer_is_torchrun_with_one_rank_per_listed_gpu(compose: list[str], extra_env: dict[str, str],
-                                                              ranks: str, gpus: str) -> None:
-    import yaml
-
-    result = run_compose_config(compose, "gpu", {**REQUIRED_COMPOSE_ENV, **extra_env})
+def test_gpu_trainer_is_torchrun_with_one_rank_per_listed_gpu(compose: list[str], compose_env: dict[str, str],
+                                                              extra_env: dict[str, str], ranks: str, gpus: str) -> None:
+    result = run_compose_config(compose, "gpu", {**compose_env, **extra_env})
     assert result.returncode == 0, result.stderr
     trainer = yaml.safe_load(result.stdout)["services"]["trainer"]
     assert trainer["entrypoint"] == ["torchrun", "--standalone", f"--nproc_per_node={ranks}", "-m", "azr"]
     assert trainer["command"] == ["trainer"]
     assert trainer["environment"]["CUDA_VISIBLE_DEVICES"] == gpus
     assert [str(d.get("count")) for d in gpu_reservation(trainer)] == ["all"]  # compose 1.29 takes no interpolated int
-    assert trainer["ipc"] == "host"
+    assert "ipc" not in trainer and trainer["shm_size"], "NCCL's shared memory: a large /dev/shm, not `ipc: host`"
 
 
 def command_option(command: list[str], flag: str) -> str:
@@ -189,22 +204,27 @@ def command_option(command: list[str], flag: str) -> str:
 def test_redis_requires_its_password_and_keeps_an_append_only_file(compose_configs: dict[str, Any],
                                                                    profile: str) -> None:
     """The episode stream is the trainer's delivery log: AOF on, in a volume, so unacknowledged episodes survive a
-    Redis restart; and nothing reaches Redis without the password from .env."""
-    import redis
-
+    Redis restart; and nothing reaches Redis without the password, which is in its secret file only: Redis writes
+    it into a config file (never on its command line), every client reads its own copy (never in a URL or the
+    environment)."""
     services = active_services(compose_configs[profile], profile)
     server = services["redis"]
-    password = REQUIRED_COMPOSE_ENV["AZR_REDIS_PASSWORD"]
-    assert command_option(server["command"], "--requirepass") == password
-    assert command_option(server["command"], "--appendonly") == "yes"
+    script = " ".join(server["command"])
+    assert "/run/secrets/azr_redis_password" in script and "requirepass" in script
+    assert "--requirepass" not in script, "the password would be on redis-server's command line"
+    assert "--appendonly yes" in script
     assert any(target == "/data" and not source.startswith("/") for source, target in mounts(server)), \
         "the append-only file must live in a named volume"
-    assert server["environment"]["REDISCLI_AUTH"] == password, "the health check's redis-cli needs the password"
-    clients = {name: s["environment"]["AZR_REDIS_URL"] for name, s in services.items()
-               if "AZR_REDIS_URL" in (s.get("environment") or {})}
-    assert {"proposer-api", "solver-api", "executor", "coordinator"} <= set(clients)
-    for name, url in clients.items():
-        assert redis.connection.parse_url(url).get("password") == password, f"{name}: {url}"
+    assert "REDISCLI_AUTH" not in (server.get("environment") or {})
+    assert "/run/secrets/azr_redis_password" in " ".join(server["healthcheck"]["test"])
+    clients = {name for name, s in services.items() if "AZR_REDIS_URL" in (s.get("environment") or {})}
+    assert {"proposer-api", "solver-api", "executor", "coordinator"} <= clients
+    for name in clients:
+        url = services[name]["environment"]["AZR_REDIS_URL"]
+        assert "@" not in url, f"{name}: a password in {url}"
+        if name not in ("migrate", "model-prep", "inference-propose", "inference-solve"):
+            held = {e["source"] if isinstance(e, dict) else e for e in services[name].get("secrets", [])}
+            assert "azr_redis_password" in held, name
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -234,18 +254,19 @@ def test_the_model_is_prepared_once_before_anything_reads_it(compose_configs: di
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_inference_server_requires_the_admin_key(compose_configs: dict[str, Any], profile: str) -> None:
-    """Whatever answers as sglang-propose / sglang-solve guards its control endpoints with AZR_SGLANG_ADMIN_API_KEY:
-    SGLang through --admin-api-key (its only way), `azr serve inference` through its environment, never its command
-    line (which `docker inspect` and `ps` show)."""
-    key = REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"]
+    """Whatever answers as sglang-propose / sglang-solve guards its control endpoints with the admin key from its
+    secret file: SGLang gets it as --admin-api-key read by the shell that starts it (a flag is its only way),
+    `azr serve inference` reads the file itself; neither has it in its environment or the compose file."""
     servers = {name: service for name, service in active_services(compose_configs[profile], profile).items()
                if network_names(name, service) & set(INFERENCE_NAMES)}
     assert len(servers) == len(INFERENCE_NAMES), f"{profile}: inference servers {sorted(servers)}"
     for name, service in servers.items():
+        held = {e["source"] if isinstance(e, dict) else e for e in service.get("secrets", [])}
+        assert held == {"azr_sglang_admin_api_key"}, name
+        assert "AZR_SGLANG_ADMIN_API_KEY" not in (service.get("environment") or {}), name
         command = [str(part) for part in service.get("command") or []]
-        if service.get("entrypoint") == ["python3", "-m", "sglang.launch_server"]:
-            assert command[command.index("--admin-api-key") + 1] == key, name
+        if "sglang.launch_server" in " ".join(service.get("entrypoint") or []):
+            assert "/run/secrets/azr_sglang_admin_api_key" in " ".join(service["entrypoint"]), name
         else:
             assert command[:2] == ["serve", "inference"], f"{name}: an inference server of an unknown kind"
-            assert service["environment"]["AZR_SGLANG_ADMIN_API_KEY"] == key, name
-            assert key not in " ".join(command), f"{name}: the admin key is on the command line"
+            assert not any("admin" in part for part in command), f"{name}: the admin key is on the command line"

@@ -23,6 +23,7 @@ from compose_stack import ComposeStack, build_images, docker_engine
 from stack_isolation import (
     check_apis_run_read_only,
     check_hostile_program_reaches_nothing,
+    check_no_secret_in_any_environment_or_command_line,
     check_redis_needs_the_password_and_appends,
 )
 from throwaway_servers import REPO_ROOT
@@ -50,11 +51,11 @@ def seed_requests(shared_dir: Path) -> list[dict[str, Any]]:
     """POST /v1/seeds bodies from the authors' seed files: programs (deduction+abduction) and induction tasks."""
     seeds = shared_dir / "data" / "azr_seeds"
     rows = [json.loads(line) for line in (seeds / "7b_coder_seed_io.jsonl").read_text().splitlines()[:SEED_PROGRAMS]]
-    bodies = [{"kind": "program", "program": row["snippet"], "input": row["input"], "source": "seed"} for row in rows]
+    bodies = [{"kind": "program", "program": row["snippet"], "input": row["input"]} for row in rows]
     induction = [json.loads(line) for line in
                  (seeds / "7b_coder_code_f_seed_io.jsonl").read_text().splitlines()[:SEED_INDUCTION]]
-    bodies += [{"kind": "induction", "program": row["snippet"], "inputs": row["inputs"], "message": row["message"],
-                "source": "seed"} for row in induction]
+    bodies += [{"kind": "induction", "program": row["snippet"], "inputs": row["inputs"], "message": row["message"]}
+               for row in induction]
     return bodies
 
 
@@ -79,6 +80,7 @@ def test_cpu_stack_self_plays_trains_and_serves_the_new_weights(compose: list[st
         check_apis_run_read_only(stack)
         check_redis_needs_the_password_and_appends(stack)
         check_hostile_program_reaches_nothing(stack)
+        check_no_secret_in_any_environment_or_command_line(stack)
 
         unauthenticated = httpx.post(stack.url("proposer") + "/v1/seeds", json=seed_requests(shared_dir)[0], timeout=30)
         assert unauthenticated.status_code == 401, unauthenticated.text

@@ -16,7 +16,9 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +30,10 @@ PROBE = REPO_ROOT / "tests" / "deploy" / "pod_sandbox_probe.py"
 WORKDIR = "/srv/azr"
 
 
-def container_flags(pod: dict[str, Any], container: dict[str, Any]) -> list[str]:
-    """`docker run` flags for a container's securityContext and emptyDir mounts under its pod's securityContext."""
+def container_flags(pod: dict[str, Any], container: dict[str, Any], secret_value: str = "unused",
+                    scratch: Path | None = None) -> list[str]:
+    """`docker run` flags for a container's securityContext, emptyDir and secret mounts under its pod's
+    securityContext; each secret file holds `secret_value` (written under `scratch`)."""
     pod_security, security = pod.get("securityContext", {}), container.get("securityContext", {})
     user = security.get("runAsUser", pod_security.get("runAsUser"))
     group = security.get("runAsGroup", pod_security.get("runAsGroup"))
@@ -47,8 +51,17 @@ def container_flags(pod: dict[str, Any], container: dict[str, Any]) -> list[str]
         pytest.fail(f"seccomp profile {seccomp} has no Docker equivalent in this test")
     assert "procMount" not in security, "the test reproduces the default (masked) /proc only"
     empty_dirs = {v["name"] for v in pod.get("volumes", []) if "emptyDir" in v}
+    secret_volumes = {v["name"]: v["secret"] for v in pod.get("volumes", []) if "secret" in v}
     for mount in container.get("volumeMounts", []):
-        assert mount["name"] in empty_dirs, f"{mount}: only emptyDir mounts are reproduced"
+        if mount["name"] in secret_volumes:  # the pod's secret files, each holding the test's secret value
+            directory = Path(tempfile.mkdtemp(prefix="pod-secrets-", dir=scratch))
+            directory.chmod(0o755)
+            for item in secret_volumes[mount["name"]]["items"]:
+                (directory / item["path"]).write_text(secret_value)
+                (directory / item["path"]).chmod(0o444)
+            flags += ["-v", f"{directory}:{mount['mountPath']}:ro"]
+            continue
+        assert mount["name"] in empty_dirs, f"{mount}: only emptyDir and secret mounts are reproduced"
         flags += ["--tmpfs", mount["mountPath"]]
     return flags
 
@@ -76,12 +89,12 @@ def docker_with_base_image() -> str:
 @pytest.mark.docker
 @pytest.mark.timeout(1200)
 def test_generated_code_in_the_executor_pod_reaches_neither_redis_nor_its_secrets(
-        docker_with_base_image: str, rendered_overlays: dict[str, Any], redis_url: str) -> None:
+        docker_with_base_image: str, rendered_overlays: dict[str, Any], redis_url: str, tmp_path: Path) -> None:
     pod = objects_of(rendered_overlays["gpu"], "Deployment")["executor"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     sandbox = next(e["value"] for e in container["env"] if e["name"] == "AZR_EXECUTOR_SANDBOX")
     secret = f"pod-secret-{uuid.uuid4().hex}"
-    report = run_probe(docker_with_base_image, container_flags(pod, container), sandbox, secret)
+    report = run_probe(docker_with_base_image, container_flags(pod, container, secret, tmp_path), sandbox, secret)
     assert report["pod_reaches_redis"] is True, report  # the worker itself must reach its queue
     assert "refused" not in report, f"the pod cannot run its sandbox: {report['refused']}"
     assert report["isolation"] == "bwrap", report
@@ -93,16 +106,20 @@ def test_generated_code_in_the_executor_pod_reaches_neither_redis_nor_its_secret
 @pytest.mark.docker
 @pytest.mark.timeout(1200)
 def test_the_default_seccomp_profile_leaves_no_sandbox(docker_with_base_image: str, rendered_overlays: dict[str, Any],
-                                                       redis_url: str) -> None:
-    """Why the executor container names its seccomp profile: under the default one bubblewrap cannot unshare, so
-    with sandbox=bwrap the worker refuses to start (and with `auto` generated code would run with rlimits only)."""
+                                                       redis_url: str, tmp_path: Path) -> None:
+    """Why the executor container names its seccomp profile: under the default one neither bubblewrap nor the rootless
+    sandbox can unshare, so the worker refuses to start, with `bwrap` and with `auto` alike (before issue 37 `auto`
+    ran generated code with rlimits only); only an explicit `none` runs it, and then it reaches Redis."""
     pod = objects_of(rendered_overlays["gpu"], "Deployment")["executor"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     confined = json.loads(json.dumps(container))
     confined["securityContext"].pop("seccompProfile", None)
     flags = container_flags({**pod, "securityContext": {**pod["securityContext"],
-                                                        "seccompProfile": {"type": "RuntimeDefault"}}}, confined)
+                                                        "seccompProfile": {"type": "RuntimeDefault"}}}, confined,
+                            scratch=tmp_path)
     refused = run_probe(docker_with_base_image, flags, "bwrap", "unused")
     assert "bubblewrap cannot run a worker" in refused.get("refused", ""), refused
-    fallback = run_probe(docker_with_base_image, flags, "auto", "unused")
-    assert fallback["isolation"] == "none" and fallback["redis"] == "connected", fallback
+    automatic = run_probe(docker_with_base_image, flags, "auto", "unused")
+    assert "refusing to run model-written code unconfined" in automatic.get("refused", ""), automatic
+    asked = run_probe(docker_with_base_image, flags, "none", "unused")
+    assert asked["isolation"] == "none" and asked["redis"] == "connected", asked

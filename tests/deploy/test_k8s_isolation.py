@@ -1,6 +1,7 @@
-"""k8s/ as rendered: Redis requires the password from the secret and every client URL carries it, KEDA can read the
-queue through the NetworkPolicies with that password, the executor pods run generated code under bubblewrap (and
-refuse to start without it), and the SGLang pods' init step can write the model directory."""
+"""k8s/ as rendered: Redis requires the password from the secret, which every pod that uses it gets as a file (never
+in an environment, a URL or a command line), KEDA can read the queue through the NetworkPolicies with that password,
+the executor pods run generated code under bubblewrap (and refuse to start without it), and the SGLang pods' init
+step can write the model directory."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from deploy_tools import OVERLAYS, objects_of
 
 REDIS_CLIENTS = {"proposer-api", "solver-api", "executor", "coordinator", "trainer"}
 """Workloads that talk to Redis (RQ jobs, the episode stream, the policy version)."""
-PASSWORD_VARIABLE = "REDIS_PASSWORD"
+PASSWORD_FILE = "/run/secrets/azr_redis_password"
 
 
 def workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -30,52 +31,58 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {entry["name"]: entry for entry in container.get("env", [])}
 
 
-def redis_password_key(objects: list[dict[str, Any]], entry: dict[str, Any]) -> tuple[str, str]:
-    """(secret, key) behind an env entry, asserting it is the generated secret's redis-password."""
-    ref = entry["valueFrom"]["secretKeyRef"]
+def generated_secret(objects: list[dict[str, Any]]) -> str:
     (secret,) = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
-    assert (ref["name"], ref["key"]) == (secret, "redis-password"), ref
-    return ref["name"], ref["key"]
+    return str(secret)
+
+
+def secret_files(objects: list[dict[str, Any]], workload: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+    """key of the generated secret -> file under /run/secrets, for what `container` mounts there."""
+    mounted = {m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == "/run/secrets"}
+    found = {}
+    for volume in workload["spec"]["template"]["spec"].get("volumes", []):
+        if volume["name"] in mounted and "secret" in volume:
+            assert volume["secret"]["secretName"] == generated_secret(objects)
+            found |= {item["key"]: item["path"] for item in volume["secret"]["items"]}
+    return found
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_redis_requires_the_secret_password_and_keeps_its_append_only_file(rendered_overlays: dict[str, Any],
                                                                            overlay: str) -> None:
     objects = rendered_overlays[overlay]
-    (container,) = containers(objects_of(objects, "StatefulSet")["redis"])
-    args = container["args"]
-    assert args[args.index("--requirepass") + 1] == f"$({PASSWORD_VARIABLE})"
-    assert args[args.index("--appendonly") + 1] == "yes"
-    env = env_of(container)
-    redis_password_key(objects, env[PASSWORD_VARIABLE])
-    redis_password_key(objects, env["REDISCLI_AUTH"])  # the probes' redis-cli
-    assert container["readinessProbe"]["exec"]["command"][0] == "redis-cli"
+    redis = objects_of(objects, "StatefulSet")["redis"]
+    (container,) = containers(redis)
+    script = " ".join(container["command"] + container["args"])
+    assert PASSWORD_FILE in script and "requirepass" in script and "--appendonly yes" in script
+    assert "--requirepass" not in script, "the password would be on redis-server's command line"
+    assert not container.get("env"), "nothing of the password in the environment (REDISCLI_AUTH included)"
+    assert secret_files(objects, redis, container) == {"redis-password": "azr_redis_password"}
+    assert PASSWORD_FILE in " ".join(container["readinessProbe"]["exec"]["command"])
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
-def test_every_redis_client_url_carries_the_password(rendered_overlays: dict[str, Any], overlay: str) -> None:
+def test_every_redis_client_gets_the_password_as_a_file(rendered_overlays: dict[str, Any], overlay: str) -> None:
     objects = rendered_overlays[overlay]
     settings = next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("azr-settings"))
-    assert "AZR_REDIS_URL" not in settings["data"], "a shared URL in the ConfigMap would carry no password"
+    assert settings["data"]["AZR_REDIS_URL"] == "redis://redis:6379/0", "the shared URL carries no password"
     clients = set()
     for name, workload in workloads(objects).items():
-        for container in containers(workload):
-            env = env_of(container)
-            if "AZR_REDIS_URL" not in env:
-                continue
-            names = list(env)
-            assert env["AZR_REDIS_URL"]["value"] == f"redis://:$({PASSWORD_VARIABLE})@redis:6379/0", name
-            assert names.index(PASSWORD_VARIABLE) < names.index("AZR_REDIS_URL"), f"{name}: $(...) needs it first"
-            redis_password_key(objects, env[PASSWORD_VARIABLE])
-            clients.add(name)
-    assert REDIS_CLIENTS <= clients, f"{overlay}: no password URL in {REDIS_CLIENTS - clients}"
+        for container in workload["spec"]["template"]["spec"]["containers"]:
+            assert "AZR_REDIS_URL" not in env_of(container), f"{name}: its own URL (a password in it?)"
+            if secret_files(objects, workload, container).get("redis-password") == "azr_redis_password":
+                clients.add(name)
+    assert REDIS_CLIENTS <= clients, f"{overlay}: no password file in {REDIS_CLIENTS - clients}"
+    assert clients <= REDIS_CLIENTS | {"redis"}, f"{overlay}: the Redis password where it is not used"
 
 
 def test_keda_reads_the_queue_with_the_password_through_the_network_policies(rendered_overlays: dict[str, Any]) -> None:
     objects = rendered_overlays["gpu"]
     trigger = objects_of(objects, "ScaledObject")["executor"]["spec"]["triggers"][0]
-    executor = objects_of(objects, "Deployment")["executor"]["spec"]["template"]["spec"]["containers"][0]
-    redis_password_key(objects, env_of(executor)[trigger["metadata"]["passwordFromEnv"]])
+    authentication = objects_of(objects, "TriggerAuthentication")[trigger["authenticationRef"]["name"]]
+    (reference,) = authentication["spec"]["secretTargetRef"]
+    assert (reference["parameter"], reference["name"], reference["key"]) == (
+        "password", generated_secret(objects), "redis-password")
     redis_labels = objects_of(objects, "StatefulSet")["redis"]["spec"]["template"]["metadata"]["labels"]
     admitting = []
     for policy in objects_of(objects, "NetworkPolicy").values():
@@ -122,23 +129,20 @@ def test_the_sglang_init_step_can_write_the_model_directory(rendered_overlays: d
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_inference_server_requires_the_admin_key_from_the_secret(rendered_overlays: dict[str, Any],
                                                                       overlay: str) -> None:
-    """Every inference pod (role `inference`) guards its control endpoints with the secret's sglang-admin-api-key:
-    SGLang through `--admin-api-key $(SGLANG_ADMIN_API_KEY)` (a flag is its only way), `azr serve inference` through
-    AZR_SGLANG_ADMIN_API_KEY in its environment with nothing key-like in its args."""
+    """Every inference pod (role `inference`) guards its control endpoints with the secret's sglang-admin-api-key,
+    mounted as a file: SGLang gets it as `--admin-api-key` read by the shell that starts it (a flag is its only way;
+    it is in no pod spec or environment), `azr serve inference` reads the file itself (its settings)."""
     objects = rendered_overlays[overlay]
-    (secret,) = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
     servers = {name: workload for name, workload in workloads(objects).items()
                if workload["spec"]["template"]["metadata"]["labels"].get("azr.io/role") == "inference"}
     assert {"sglang-propose", "sglang-solve"} <= set(servers), f"{overlay}: inference workloads {sorted(servers)}"
     for name, workload in servers.items():
         (container,) = workload["spec"]["template"]["spec"]["containers"]
-        env, args = env_of(container), [str(arg) for arg in container.get("args", [])]
-        if container.get("command") == ["python3", "-m", "sglang.launch_server"]:
-            assert args[args.index("--admin-api-key") + 1] == "$(SGLANG_ADMIN_API_KEY)", name
-            variable = "SGLANG_ADMIN_API_KEY"
+        args = [str(arg) for arg in container.get("command", []) + container.get("args", [])]
+        assert secret_files(objects, workload, container) == {"sglang-admin-api-key": "azr_sglang_admin_api_key"}
+        assert not any("valueFrom" in entry for entry in container.get("env", [])), f"{overlay}/{name}"
+        if container["name"] == "sglang":
+            assert "/run/secrets/azr_sglang_admin_api_key" in " ".join(args) and "--admin-api-key" in " ".join(args)
         else:
             assert args[:2] == ["serve", "inference"], f"{overlay}/{name}: an inference server of an unknown kind"
             assert not any("admin" in arg.lower() or "$(" in arg for arg in args), f"{overlay}/{name}: key in args"
-            variable = "AZR_SGLANG_ADMIN_API_KEY"
-        ref = env[variable]["valueFrom"]["secretKeyRef"]
-        assert (ref["name"], ref["key"]) == (secret, "sglang-admin-api-key"), f"{overlay}/{name}: {ref}"

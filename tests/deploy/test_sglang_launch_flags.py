@@ -1,8 +1,9 @@
 """The GPU services' SGLang launch flags, in docker-compose.yml (gpu profile) and the Kubernetes GPU overlays, parsed
 with the server arguments of the SGLang version they pin (sglang_server_args.py: 0.5.23, read from its wheel): every
 flag exists, every value is one SGLang accepts, and the flags the deployment relies on are there: bf16 serving
-(`--dtype auto` serves fp32 checkpoints in fp16), the admin key from the secret (the trainer sends it), weight
-version 0 for the base model."""
+(`--dtype auto` serves fp32 checkpoints in fp16), the admin key from the secret file (the trainer sends it; read by the
+shell that starts the server, so it is in no compose file, pod spec or environment), weight version 0 for the base
+model."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import argparse
 from typing import Any
 
 import pytest
-from deploy_tools import K8S_SECRETS, REQUIRED_COMPOSE_ENV, active_services, objects_of
+from deploy_tools import K8S_SECRETS, active_services, objects_of
 from sglang_server_args import SGLANG_VERSION, parse_launch_args
 from throwaway_servers import REPO_ROOT
 
@@ -33,12 +34,28 @@ def sglang_container(objects: list[dict[str, Any]], name: str) -> dict[str, Any]
     return next(c for c in spec["containers"] if c["name"] == "sglang")
 
 
-def secret_ref(container: dict[str, Any], variable: str) -> tuple[str, str]:
-    """(secret name, key) an env variable of a container is read from; AssertionError when it is no secretKeyRef."""
-    entry = next((e for e in container.get("env", []) if e["name"] == variable), None)
-    assert entry is not None, f"{container['name']} has no env {variable}"
-    ref = entry["valueFrom"]["secretKeyRef"]
-    return ref["name"], ref["key"]
+ADMIN_KEY_FILE = "/run/secrets/azr_sglang_admin_api_key"
+LAUNCH_SCRIPT = f'exec python3 -m sglang.launch_server "$@" --admin-api-key "$(cat {ADMIN_KEY_FILE})"'
+"""What starts every SGLang server: its flags, then the admin key read from the secret file."""
+
+
+def launch_argv(entrypoint: list[str], args: list[str]) -> list[str]:
+    """The server's arguments as the launch script passes them (the key shown as the file it is read from); a
+    compose or Kubernetes `$$` is the escaped `$` the shell sees."""
+    assert entrypoint[:2] == ["/bin/sh", "-c"] and entrypoint[2].replace("$$", "$") == LAUNCH_SCRIPT, entrypoint
+    return [*args, "--admin-api-key", ADMIN_KEY_FILE]
+
+
+def secret_files(objects: list[dict[str, Any]], workload: dict[str, Any], container: dict[str, Any]) -> set[str]:
+    """(key of the generated secret) the container sees as files under /run/secrets."""
+    spec = workload["spec"]["template"]["spec"]
+    mounted = {m["name"] for m in container.get("volumeMounts", []) if m["mountPath"] == "/run/secrets"}
+    found = set()
+    for volume in spec.get("volumes", []):
+        if volume["name"] in mounted and "secret" in volume:
+            assert volume["secret"]["secretName"] == generated_secret(objects)
+            found |= {item["key"] for item in volume["secret"]["items"]}
+    return found
 
 
 def generated_secret(objects: list[dict[str, Any]]) -> str:
@@ -85,8 +102,9 @@ def test_compose_and_kubernetes_pin_the_version_the_flags_were_read_from(compose
 @pytest.mark.parametrize("name", INFERENCE_SERVICES)
 def test_compose_sglang_flags(compose_configs: dict[str, Any], name: str) -> None:
     service = active_services(compose_configs["gpu"], "gpu")[name]
-    assert service["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
-    assert_reference_flags(parse_launch_args(service["command"]), REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"])
+    assert_reference_flags(parse_launch_args(launch_argv(service["entrypoint"], service["command"])), ADMIN_KEY_FILE)
+    held = {e["source"] if isinstance(e, dict) else e for e in service["secrets"]}
+    assert held == {"azr_sglang_admin_api_key"}
 
 
 @pytest.mark.parametrize("overlay", GPU_OVERLAYS)
@@ -94,10 +112,11 @@ def test_compose_sglang_flags(compose_configs: dict[str, Any], name: str) -> Non
 def test_kubernetes_sglang_flags(rendered_overlays: dict[str, Any], overlay: str, name: str) -> None:
     objects = rendered_overlays[overlay]
     container = sglang_container(objects, name)
-    assert container["command"] == ["python3", "-m", "sglang.launch_server"]
-    parsed = parse_launch_args(container["args"])
-    assert_reference_flags(parsed, "$(SGLANG_ADMIN_API_KEY)")  # expanded by the kubelet from the env below
-    assert secret_ref(container, "SGLANG_ADMIN_API_KEY") == (generated_secret(objects), "sglang-admin-api-key")
+    parsed = parse_launch_args(launch_argv(container["command"], container["args"]))
+    assert_reference_flags(parsed, ADMIN_KEY_FILE)
+    workload = objects_of(objects, "StatefulSet")[name]
+    assert secret_files(objects, workload, container) == {"sglang-admin-api-key"}
+    assert not any("valueFrom" in entry for entry in container.get("env", []))
 
 
 def test_the_trainer_holds_the_admin_key_its_servers_require(compose_configs: dict[str, Any],
@@ -106,10 +125,11 @@ def test_the_trainer_holds_the_admin_key_its_servers_require(compose_configs: di
     for profile in ("gpu", "cpu"):
         trainer = next(s for s in active_services(compose_configs[profile], profile).values()
                        if s.get("command") == ["trainer"])
-        assert trainer["environment"]["AZR_SGLANG_ADMIN_API_KEY"] == REQUIRED_COMPOSE_ENV["AZR_SGLANG_ADMIN_API_KEY"]
+        assert "azr_sglang_admin_api_key" in {e["source"] if isinstance(e, dict) else e for e in trainer["secrets"]}
+        assert "AZR_SGLANG_ADMIN_API_KEY" not in trainer["environment"]
     assert "sglang-admin-api-key" in K8S_SECRETS
     for overlay in ("gpu", "gpu-multinode", "cpu-dev"):
         objects = rendered_overlays[overlay]
         trainer = (objects_of(objects, "Deployment") | objects_of(objects, "StatefulSet"))["trainer"]
         container = trainer["spec"]["template"]["spec"]["containers"][0]
-        assert secret_ref(container, "AZR_SGLANG_ADMIN_API_KEY") == (generated_secret(objects), "sglang-admin-api-key")
+        assert secret_files(objects, trainer, container) == {"sglang-admin-api-key", "redis-password"}

@@ -1,7 +1,8 @@
 """Executor fixtures: which sandbox backends the backend-parametrized tests run on, and how to build an executor.
 
 To run those tests on another backend, add it to EXECUTOR_FACTORIES (BACKENDS follows): the `executor_backend`
-fixture is parametrized over BACKENDS.
+fixture is parametrized over BACKENDS: the process backend in bubblewrap, in the rootless namespace sandbox, and the
+docker backend. Each skips with its reason where it cannot run (and fails in CI, AZR_REQUIRE_SERVICES=1).
 """
 
 from __future__ import annotations
@@ -21,9 +22,28 @@ DOCKER_IMAGE = os.environ.get("AZR_EXECUTOR_IMAGE", "azr-executor:1")
 """The image the docker-backend tests run (build it with `make executor-image`)."""
 
 
-def _process_executor(**kwargs: Any) -> Executor:
-    """The embedded backend: bubblewrap where usable (the sandbox tests insist on it, see `require_isolation`)."""
-    return Executor(**kwargs)
+def _required(reason: str) -> None:
+    """Skip for `reason` on a laptop, fail in CI (AZR_REQUIRE_SERVICES=1)."""
+    if os.environ.get("AZR_REQUIRE_SERVICES", "") == "1":
+        pytest.fail(f"required sandbox missing (AZR_REQUIRE_SERVICES=1): {reason}")
+    pytest.skip(reason)
+
+
+def _sandboxed_executor(sandbox: str, missing: str) -> Callable[..., Executor]:
+    def build(**kwargs: Any) -> Executor:
+        try:
+            return Executor(sandbox=sandbox, **kwargs)  # type: ignore[arg-type]
+        except SandboxUnavailable as exc:
+            _required(f"{missing}: {exc}")
+            raise
+
+    return build
+
+
+_bwrap_executor = _sandboxed_executor("bwrap", "bubblewrap is not usable here")
+"""The embedded backend in bubblewrap (CI and most installs)."""
+_rootless_executor = _sandboxed_executor("rootless", "the rootless sandbox cannot run here")
+"""The embedded backend in the rootless namespace sandbox (a newcomer's machine without bubblewrap)."""
 
 
 def docker_backend(limits: ExecutionLimits | None = None, **kwargs: Any) -> DockerBackend:
@@ -43,7 +63,8 @@ def _docker_executor(**kwargs: Any) -> Executor:
     return Executor(channel_factory=docker_backend(kwargs.get("limits")), **kwargs)
 
 
-EXECUTOR_FACTORIES: dict[str, Callable[..., Executor]] = {"process": _process_executor, "docker": _docker_executor}
+EXECUTOR_FACTORIES: dict[str, Callable[..., Executor]] = {"bwrap": _bwrap_executor, "rootless": _rootless_executor,
+                                                           "docker": _docker_executor}
 """backend name -> factory taking Executor keyword arguments (workers, limits, recycle_after, ...)."""
 
 BACKENDS: list[str] = list(EXECUTOR_FACTORIES)
@@ -61,14 +82,10 @@ def executor_backend(request: pytest.FixtureRequest) -> str:
 
 
 def require_isolation(executor: Executor, needed_for: str = "") -> None:
-    """Sandbox tests need real isolation: skip on a laptop without bubblewrap, fail in CI (AZR_REQUIRE_SERVICES=1).
-    `needed_for` says what the test checks that rlimits alone cannot give; it joins the reason."""
+    """Sandbox tests need real isolation: an unsandboxed executor (only ever built on purpose) is refused, skipped on a
+    laptop and failed in CI. `needed_for` says what the test checks that rlimits alone cannot give."""
     if executor.isolation == "none":
-        reason = "bubblewrap is not usable here, the process sandbox runs with rlimits only"
-        reason += f": {needed_for}" if needed_for else ""
-        if os.environ.get("AZR_REQUIRE_SERVICES", "") == "1":
-            pytest.fail(f"required sandbox missing (AZR_REQUIRE_SERVICES=1): {reason}")
-        pytest.skip(reason)
+        _required("the executor runs unsandboxed (executor_sandbox = none)" + (f": {needed_for}" if needed_for else ""))
 
 
 @pytest.fixture(scope="session")

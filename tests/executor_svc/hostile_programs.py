@@ -1,9 +1,13 @@
 """A corpus of hostile proposals for the sandbox tests (test_executor_hostile.py).
 
 Each entry is a program and an input for validate_proposal, the statuses it may end with ("ok" only where the
-program is harmless inside the sandbox), and whether it takes its worker down. Placeholders filled in by the test:
-{CANARY} an existing host file that must stay unchanged, {NEWFILE} a host path that must never appear,
-{PORT} a host TCP port listening on 127.0.0.1 that must never see a connection.
+program is harmless inside the sandbox), the output it must give when it ends `ok` (where that tells contained from
+not), and whether it takes its worker down. Placeholders filled in by the test:
+{CANARY} an existing host file (world-readable and -writable) that must stay unchanged and unread, {NEWFILE} a host
+path that must never appear, {PORT} a host TCP port listening on 127.0.0.1 that must never see a connection,
+{SERVICE_PID} the pid of the process running the executor (whose environment holds a secret), {STAGED} the staged
+worker.py that later workers run, {MARKER} a word in the command line of another process on the host.
+The entries marked "issue 37" are the attacks that succeeded before, when `auto` fell back to no sandbox.
 Many programs reach `os`, files or processes through routes the static check allows (os.open, pathlib, ctypes,
 the subclasses gadget) on purpose: those test the sandbox itself, not the check.
 """
@@ -20,10 +24,12 @@ class Hostile:
     expect: frozenset[str]
     input: str = "1"
     kills_worker: bool = False
+    output: str | None = None  # when the status is ok, the output must be this
 
 
-def _h(name: str, program: str, *expect: str, input: str = "1", kills_worker: bool = False) -> Hostile:
-    return Hostile(name, program, frozenset(expect), input, kills_worker)
+def _h(name: str, program: str, *expect: str, input: str = "1", kills_worker: bool = False,
+       output: str | None = None) -> Hostile:
+    return Hostile(name, program, frozenset(expect), input, kills_worker, output)
 
 
 GADGET = (
@@ -45,7 +51,7 @@ CORPUS: list[Hostile] = [
     _h("posix_spawn", "import os\ndef f(x):\n    pid = os.posix_spawn('/bin/sh', ['sh', '-c', 'touch {NEWFILE}'], {})\n"
        "    return os.waitpid(pid, 0)[1]", "ok", "runtime_error"),
     _h("exec_replaces_child", "import os\ndef f(x):\n    os.execv('/bin/sh', ['sh', '-c', 'touch {NEWFILE}'])",
-       "crashed"),
+       "runtime_error"),  # exec is refused (EPERM), so the child stays itself and reports the error
     _h("setsid_daemon_keeps_pipe", "import os, select\ndef f(x):\n    if os.fork() == 0:\n        os.setsid()\n"
        "        select.select([], [], [], 1000)\n    return 1", "timeout", "crashed"),
     _h("setsid_daemon_closes_fds", "import os, select\ndef f(x):\n    if os.fork() == 0:\n        os.setsid()\n"
@@ -111,10 +117,30 @@ CORPUS: list[Hostile] = [
     _h("env_via_gadget", GADGET + "def f(x):\n    return sorted(_os()['environ'].items())", "ok", "nondeterministic"),
     _h("env_via_getenv", "import os\ndef f(x):\n    return str(os.getenv('AZR_TEST_SECRET'))", "ok"),
     _h("env_of_every_process", "import os\ndef f(x):\n    seen = []\n    for pid in os.listdir('/proc'):\n"
-       "        try:\n            seen.append(os.read(os.open('/proc/%s/environ' % pid, os.O_RDONLY), 65536))\n"
+       "        try:\n            fd = os.open('/proc/%s/environ' % pid, os.O_RDONLY)\n"
+       "            seen.append(os.read(fd, 65536))\n            os.close(fd)\n"
        "        except (OSError, ValueError):\n            pass\n    return b'|'.join(seen)", "ok", "nondeterministic"),
     _h("os_environ", "import os\ndef f(x):\n    return dict(os.environ)", "forbidden"),
     _h("gadget_system", GADGET + "def f(x):\n    return _os()['system']('touch {NEWFILE}')", "ok"),
+    # --- issue 37: what succeeded unconfined -----------------------------------------------------------------------
+    _h("read_host_file", "import os\ndef f(x):\n    return os.read(os.open('{CANARY}', os.O_RDONLY), 100)",
+       "runtime_error"),
+    _h("list_host_cmdlines", "import os\ndef f(x):\n    seen = []\n    for pid in os.listdir('/proc'):\n"
+       "        try:\n            fd = os.open('/proc/%s/cmdline' % pid, os.O_RDONLY)\n"
+       "            seen.append(os.read(fd, 4096))\n            os.close(fd)\n"
+       "        except (OSError, ValueError):\n            pass\n    return b'|'.join(sorted(seen))",
+       "ok", "nondeterministic", "runtime_error"),
+    _h("read_service_environ", "import os\ndef f(x):\n"
+       "    return os.read(os.open('/proc/{SERVICE_PID}/environ', os.O_RDONLY), 1 << 16)", "runtime_error"),
+    _h("rewrite_staged_worker", "import os\ndef f(x):\n"
+       "    fd = os.open('{STAGED}', os.O_WRONLY | os.O_TRUNC)\n    return os.write(fd, b'pwned = 1')",
+       "runtime_error"),
+    _h("run_id_via_gadget", GADGET + "def f(x):\n"
+       "    return _os()['waitstatus_to_exitcode'](_os()['system']('/usr/bin/id > /dev/null'))", "ok", output="127"),
+    _h("double_fork_writes_later", "import os, select\ndef f(x):\n    if os.fork() == 0:\n        os.setsid()\n"
+       "        if os.fork() == 0:\n            os.closerange(3, 4096)\n            select.select([], [], [], 1.5)\n"
+       "            os.close(os.open('{NEWFILE}', os.O_WRONLY | os.O_CREAT))\n        os._exit(0)\n    return 1",
+       "ok", output="1"),
     # --- interpreter state ------------------------------------------------------------------------------------------
     _h("poison_builtins", "import builtins\ndef f(x):\n    builtins.sorted = lambda *a, **k: ['pwned']\n"
        "    return sorted([3, 1, 2])", "ok"),

@@ -1,6 +1,7 @@
-"""Abduction answers are held to the rules their task's gold input met (§3.3.4: p(i_π) = p(i*) counts), on both
-sandbox backends: a gold input that builds a class instance, a namedtuple or an iterator validated, so the same
-answer must pass the check, and a wrong one of the same kind must fail it."""
+"""Abduction answers on every backend: a literal answer is read as a value and built before the program runs; an
+answer that needs the program's own names (a class instance of the program, a namedtuple, an iterator, as a gold
+input may: §3.3.4, p(i_π) = p(i*) counts) passes the answer rules and runs with the program's functions and classes
+only, so the gold input itself still solves its task, and a wrong one of the same kind fails."""
 
 from __future__ import annotations
 
@@ -39,7 +40,17 @@ def test_the_gold_input_itself_solves_its_task(executor: Executor, program: str,
 
 
 def test_a_lying_value_still_cannot_pass(executor: Executor) -> None:
-    """The returned value, not the input, is compared, and it must hold only data types the gold value holds."""
+    """`type` is no name an answer may use, and the returned value's repr, not its __eq__, is compared."""
     liar = "type('Liar', (), {'__eq__': lambda self, other: True})()"
     verdict = executor.check_abduction("def f(x):\n    return x", "5", liar)
-    assert not verdict.correct
+    assert not verdict.correct and verdict.status is ExecStatus.FORBIDDEN
+
+
+@pytest.mark.parametrize(("answer", "correct"), [
+    ("[3, 1, 2]", True), ("[1, 2, 3]", True), ("(3, 2, 1)", True), ("[3, 1]", False), ("{3, 1, 2}", True),
+    ("frozenset({1, 2, 3})", True), ("set()", False), ("[3, 1, 2], reverse=False", True),
+])
+def test_literal_answers(executor: Executor, answer: str, correct: bool) -> None:
+    verdict = executor.check_abduction("def f(x, reverse=False):\n    return sorted(x, reverse=reverse)",
+                                       "[1, 2, 3]", answer)
+    assert verdict.correct is correct and verdict.status is (ExecStatus.OK if correct else ExecStatus.WRONG_ANSWER)

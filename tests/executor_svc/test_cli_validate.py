@@ -47,3 +47,19 @@ def test_validate_induction_rows_from_the_authors_seed_file(tmp_path: Path, shar
     printed = [json.loads(line) for line in completed.stdout.splitlines()]
     assert [len(line["outputs"] or []) for line in printed] == [len(json.loads(row)["inputs"]) for row in rows]
     assert all(line["status"] == "ok" for line in printed), printed
+
+
+def test_a_program_too_deep_to_check_gets_its_row_and_the_others_theirs(tmp_path: Path) -> None:
+    """Issue 37: a ~600-deep `x + x + ...` made the static check raise; `azr validate` exited 1 and printed no row
+    for it or the benign rows after it."""
+    deep = "def f(x):\n    return " + " + ".join(["x"] * 600)
+    rows = [{"id": "before", "code": "def f(x):\n    return x + 1", "input": "1"},
+            {"id": "deep", "code": deep, "input": "1"},
+            {"id": "after", "code": "def f(x):\n    return x * 3", "input": "2"}]
+    source = tmp_path / "deep.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    completed = run_validate(source)
+    assert completed.returncode == 0, completed.stderr
+    printed = {line["id"]: line for line in map(json.loads, completed.stdout.splitlines())}
+    assert (printed["before"]["output"], printed["after"]["output"]) == ("2", "6")
+    assert printed["deep"]["status"] == "forbidden" and "nested too deeply" in printed["deep"]["error"]

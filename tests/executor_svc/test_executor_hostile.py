@@ -1,5 +1,7 @@
-"""Hostile proposals (hostile_programs.py) are contained on every backend: a non-ok status or a harmless result,
-no side effect on the host (files, network, environment, processes), and the same worker answers the next task right.
+"""Hostile proposals (hostile_programs.py) are contained on every backend (bubblewrap, the rootless namespace sandbox,
+docker): a non-ok status or a harmless result, and host-side checks that nothing happened: no host file read,
+changed or created, no connection to loopback, no secret of the service's environment, no other process's command
+line, the staged worker unchanged, no process left behind, and the same worker answers the next task right.
 """
 
 from __future__ import annotations
@@ -7,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import uuid
@@ -18,6 +21,7 @@ import pytest
 from hostile_programs import CORPUS, Hostile
 
 from executor_svc.executor import Executor
+from executor_svc.sandbox_launch import WORKER_SOURCE, stage_program
 from services.execution import ExecStatus, ExecutionLimits
 
 HOSTILE_LIMITS = ExecutionLimits(timeout_s=2.0, memory_mb=512, max_output_bytes=65536, max_processes=32)
@@ -42,10 +46,13 @@ class Host:
     newfile: Path
     listener: socket.socket
     secret: str
+    marker: str  # in the command line of another host process
+    staged: Path  # the staged worker program
 
     def fill(self, program: str) -> str:
         return (program.replace("{CANARY}", str(self.canary)).replace("{NEWFILE}", str(self.newfile))
-                .replace("{PORT}", str(self.listener.getsockname()[1])))
+                .replace("{PORT}", str(self.listener.getsockname()[1])).replace("{SERVICE_PID}", str(os.getpid()))
+                .replace("{STAGED}", str(self.staged)).replace("{MARKER}", self.marker))
 
 
 def process_table() -> dict[int, tuple[int, str]]:
@@ -87,12 +94,18 @@ def host(executor_backend: str, executor_factory: Callable[..., Executor],
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
     listener.setblocking(False)
+    marker = f"azr-marker-{uuid.uuid4().hex}"
+    bystander = subprocess.Popen(["/usr/bin/python3", "-S", "-c", "import time; time.sleep(3600)", marker],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     executor = executor_factory(executor_backend, workers=1, limits=HOSTILE_LIMITS)
     try:
         isolation_required(executor)
-        yield Host(executor, directory, canary, directory / "new-file", listener, secret)
+        yield Host(executor, directory, canary, directory / "new-file", listener, secret, marker,
+                   Path(stage_program().worker))
     finally:
         executor.close()
+        bystander.kill()
+        bystander.wait()
         listener.close()
         shutil.rmtree(directory, ignore_errors=True)
         os.environ.pop("AZR_TEST_SECRET", None)
@@ -103,17 +116,35 @@ def assert_host_untouched(host: Host, texts: list[str]) -> None:
     assert sorted(path.name for path in host.directory.iterdir()) == ["canary.txt"]
     with pytest.raises(BlockingIOError):
         host.listener.accept()[0].close()
-    assert all(host.secret not in text for text in texts)
+    assert host.staged.read_bytes() == WORKER_SOURCE.read_bytes()
+    for text in texts:
+        assert host.secret not in text and host.marker not in text and CANARY_TEXT.strip() not in text, text[:300]
+
+
+def sandbox_processes(executor: Executor) -> set[tuple[int, str]]:
+    """(pid, start time) of every process below the executor's workers (their sandboxes' inits, workers, jobs)."""
+    table = process_table()
+    roots = [pid for pids in executor.worker_pids().values() for pid in pids]
+    return set().union(*(descendants(pid, table) for pid in roots)) if roots else set()
 
 
 @pytest.mark.parametrize("hostile", CORPUS, ids=lambda hostile: hostile.name)
 def test_hostile_program_is_contained(host: Host, hostile: Hostile) -> None:
+    host.executor.validate_proposal(SANITY_PROGRAM, "[3, 1, 2]")  # every worker up
     lost_before = sum(pool["lost"] for pool in host.executor.stats().values())
+    processes_before = sandbox_processes(host.executor)
     result = host.executor.validate_proposal(host.fill(hostile.program), hostile.input)
     assert result.status.value in hostile.expect, result
+    if hostile.output is not None and result.status is ExecStatus.OK:
+        assert result.output == hostile.output, result
     assert_host_untouched(host, [result.output or "", result.error or ""])
     lost = sum(pool["lost"] for pool in host.executor.stats().values()) - lost_before
     assert lost == (2 if hostile.kills_worker else 0), host.executor.stats()
+    if not hostile.kills_worker:  # nothing the job started is left (what the sweep SIGKILLed may take a moment)
+        deadline = time.monotonic() + 3
+        while (new := sandbox_processes(host.executor) - processes_before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert new == set(), "processes of the job outlived it"
     after = host.executor.validate_proposal(SANITY_PROGRAM, "[3, 1, 2]")
     assert (after.status, after.output) == (ExecStatus.OK, SANITY_OUTPUT), after
 
@@ -141,7 +172,7 @@ def test_no_process_survives_close(executor_backend: str, executor_factory: Call
         assert all(result.status.value in hostile.expect for hostile, result in zip(spawners, results)), results
         table = process_table()
         workers = [pid for pids in executor.worker_pids().values() for pid in pids]
-        if executor.isolation == "bwrap":
+        if executor.isolation in ("bwrap", "rootless"):  # the sandbox's outer process, its init and the worker
             assert workers and all(len(descendants(pid, table)) == 2 for pid in workers), table
         ours = {(pid, table[pid][1]) for pid in workers}.union(*(descendants(pid, table) for pid in workers))
     finally:

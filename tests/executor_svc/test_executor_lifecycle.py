@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from executor_svc import process_backend
+from executor_svc import process_backend, sandbox_launch
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable
 from executor_svc.executor import Executor
-from executor_svc.process_backend import ProcessBackend, worker_env
-from executor_svc.process_channel import ProcessWorkerChannel
+from executor_svc.process_backend import ProcessBackend
+from executor_svc.process_channel import ProcessWorkerChannel, worker_uid
+from executor_svc.sandbox_launch import worker_env
+from executor_svc.unconfined_log import UNCONFINED_TAG
 from services.execution import ExecStatus, ExecutionLimits
 from services.settings import Settings
 
@@ -79,7 +84,8 @@ def test_workers_are_recycled_after_n_jobs() -> None:
         for _ in range(5):
             assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
         gold = executor.stats()["gold"]
-    assert gold["recycled"] == 2 and gold["started"] == 3 and gold["lost"] == 0
+    # 6 jobs per gold worker slot: the zero triplet the executor runs at start (readiness), then these 5
+    assert gold["recycled"] == 3 and gold["started"] == 3 and gold["lost"] == 0  # the last slot restarts lazily
 
 
 def test_batches_run_in_parallel_over_the_pool() -> None:
@@ -119,22 +125,74 @@ def test_from_settings_reads_the_executor_fields() -> None:
 
 
 def test_from_real_settings_uses_bubblewrap_where_it_works(isolation_required: Any) -> None:
+    if sandbox_launch.find_bwrap() is None:
+        pytest.skip("bubblewrap is not usable here: not installed")
     with Executor.from_settings(Settings(executor_workers=1)) as executor:
         isolation_required(executor)
         assert executor.isolation == "bwrap"
 
 
-def test_required_bubblewrap_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                          caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(process_backend, "SYSTEM_PATH", str(tmp_path))  # no bwrap to be found
+def hide_bubblewrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sandbox_launch, "SYSTEM_PATH", str(tmp_path))  # no bwrap to be found
     monkeypatch.setattr(process_backend, "_probe_results", {})
-    with pytest.raises(SandboxUnavailable, match="bwrap"):
+
+
+def test_without_bubblewrap_auto_confines_in_the_rootless_sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A newcomer's machine: bubblewrap missing. `auto` runs model code in the rootless namespace sandbox, never
+    unconfined; `bwrap` refuses and names the command that installs it."""
+    hide_bubblewrap(monkeypatch, tmp_path)
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
         Executor(workers=1, sandbox="bwrap")
-    with caplog.at_level("WARNING", logger=process_backend.__name__):
-        with Executor(workers=1, sandbox="auto") as executor:  # auto falls back, and says so
-            assert executor.isolation == "none"
+    with caplog.at_level("INFO", logger=process_backend.__name__):
+        try:
+            executor = Executor(workers=1, sandbox="auto")
+        except SandboxUnavailable as exc:  # a kernel without unprivileged user namespaces: the refusal
+            assert "refusing to run model-written code unconfined" in str(exc)
+            pytest.skip(f"the rootless sandbox cannot run here: {exc}")
+    with executor:
+        assert executor.isolation == "rootless"
+        listing = executor.validate_proposal("import os\ndef f(x):\n    return sorted(os.listdir('/'))", "1")
+        assert listing.output == "['azr', 'bin', 'dev', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr']", listing
     assert "bubblewrap unusable (bwrap is not installed)" in caplog.text
-    assert "sudo apt-get install bubblewrap" in caplog.text  # and how to get the sandbox
+
+
+REFUSE_USERNS = ("import sys\nfrom executor_svc import process_backend, sandbox_launch\n"
+                 "from executor_svc.errors import SandboxUnavailable\nsandbox_launch.SYSTEM_PATH = sys.argv[1]\n"
+                 "process_backend.worker_uid = lambda: None  # as a normal user (only uid 0 is mapped in here)\n"
+                 "try:\n    process_backend.ProcessBackend('/usr/bin/python3', 'auto')\n"
+                 "except SandboxUnavailable as exc:\n    print(exc)\n    sys.exit(3)\nsys.exit(0)\n")
+
+
+def test_where_the_kernel_refuses_user_namespaces_auto_refuses_with_the_install_command(tmp_path: Path) -> None:
+    """No bubblewrap and no unprivileged user namespaces (user.max_user_namespaces = 0, set inside a user namespace
+    of our own so the host keeps its setting): the executor refuses to start and says how to get bubblewrap."""
+    if not os.path.exists("/usr/bin/unshare"):
+        pytest.skip("util-linux's unshare is not installed")
+    script = ("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" -c \"$1\" \"$2\"")
+    result = subprocess.run(["/usr/bin/unshare", "--user", "--map-root-user", "--", "/bin/sh", "-c", script,
+                             sys.executable, REFUSE_USERNS, str(tmp_path)], capture_output=True, text=True,
+                            timeout=120, cwd=Path(__file__).resolve().parents[2])
+    if "max_user_namespaces" in result.stderr and result.returncode != 3:
+        pytest.skip(f"cannot lower user.max_user_namespaces in a user namespace here: {result.stderr.strip()}")
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert "refusing to run model-written code unconfined" in result.stdout
+    assert "sudo apt-get install -y bubblewrap" in result.stdout and "executor_sandbox" in result.stdout
+
+
+def test_unconfined_only_when_asked_and_then_every_log_line_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("azr.test.unconfined")
+    with caplog.at_level("INFO"):
+        logger.info("before")
+        with Executor(workers=1, sandbox="none") as executor:
+            assert executor.isolation == "none" and executor.isolation_note() is not None
+            logger.info("an unrelated line %s", "while open")
+        logger.info("after")
+    lines = {record.getMessage().split(" [")[0]: record.getMessage() for record in caplog.records}
+    assert UNCONFINED_TAG not in lines["before"] and UNCONFINED_TAG not in lines["after"]
+    assert lines["an unrelated line while open"].endswith(UNCONFINED_TAG)
+    assert any("UNCONFINED" in record.getMessage() and "executor_sandbox = none" in record.getMessage()
+               for record in caplog.records)
 
 
 def test_interpreter_must_be_an_absolute_path() -> None:
@@ -147,7 +205,8 @@ def test_a_worker_that_ignores_the_hash_seed_is_refused() -> None:
     backend = ProcessBackend("/usr/bin/python3", "none")
 
     def isolated_mode(seed: int) -> ProcessWorkerChannel:
-        return ProcessWorkerChannel(["/usr/bin/python3", "-I", "-S", backend.worker_file], env=worker_env(seed))
+        return ProcessWorkerChannel(["/usr/bin/python3", "-I", "-S", backend.worker_file], env=worker_env(seed),
+                                    uid=worker_uid())
 
     try:
         with pytest.raises(SandboxUnavailable, match="PYTHONHASHSEED"):
@@ -188,15 +247,19 @@ def test_close_is_idempotent_and_leaves_no_process() -> None:
         executor.validate_many([DOUBLE[:2]])
 
 
-def test_the_staged_worker_program_is_reused_and_guarded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(process_backend, "SHARED_TMP", str(tmp_path))
-    first = process_backend.stage_worker()
-    assert process_backend.stage_worker() == first
-    assert Path(first).read_bytes() == process_backend.WORKER_SOURCE.read_bytes()
-    assert oct(Path(first).stat().st_mode & 0o777) == "0o444"
-    Path(first).parent.chmod(0o777)  # anyone could swap the program now: refuse to use it
+def test_the_staged_worker_program_is_reused_guarded_and_restored(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setattr(sandbox_launch, "SHARED_TMP", str(tmp_path))
+    first = sandbox_launch.stage_program()
+    assert sandbox_launch.stage_program() == first
+    assert Path(first.worker).read_bytes() == sandbox_launch.WORKER_SOURCE.read_bytes()
+    assert oct(Path(first.worker).stat().st_mode & 0o777) == "0o444"
+    Path(first.worker).chmod(0o644)  # a process of our uid rewrote it (outside any sandbox): it is put back
+    Path(first.worker).write_text("print('injected')")
+    assert Path(sandbox_launch.stage_program().worker).read_bytes() == sandbox_launch.WORKER_SOURCE.read_bytes()
+    Path(first.worker).parent.chmod(0o777)  # anyone could swap the program now: refuse to use it
     with pytest.raises(SandboxUnavailable, match="not ours alone"):
-        process_backend.stage_worker()
+        sandbox_launch.stage_program()
 
 
 def test_jobs_running_counts_the_workers_running_code_now(executor: Executor) -> None:
@@ -213,3 +276,14 @@ def test_jobs_running_counts_the_workers_running_code_now(executor: Executor) ->
         time.sleep(0.02)
     worker.join()
     assert seen == 1 and executor.jobs_running() == 0
+
+
+def test_each_worker_runs_under_a_uid_of_its_own_when_the_service_is_root() -> None:
+    """Issue 37: RLIMIT_NPROC never binds root, and workers that share a uid can signal and trace each other."""
+    if os.geteuid() != 0:
+        pytest.skip("the service runs as a normal user here: its workers run as that user, in their sandboxes")
+    with Executor(workers=2, limits=LIMITS) as executor:
+        pids = [pid for group in executor.worker_pids().values() for pid in group]
+        uids = [int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                         if line.startswith("Uid:"))) for pid in pids]
+    assert len(pids) == 4 and len(set(uids)) == 4 and 0 not in uids, uids

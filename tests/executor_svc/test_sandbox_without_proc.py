@@ -1,5 +1,6 @@
 """A bubblewrapped worker without /proc: what the executor runs in a Kubernetes pod, whose masked /proc forbids a
-fresh procfs (process_backend.bwrap_argv(mount_proc=False)). The worker still answers, its sandbox has no /proc to
+fresh procfs (sandbox_launch.bwrap_argv(mount_proc=False)), and the rootless sandbox started the same way. The
+worker still answers, its sandbox has no /proc to
 look at the pod's processes through, and its sweep (kill(-1) instead of walking /proc) still leaves nothing of a job
 behind, even a child that escaped the job's process group."""
 
@@ -15,8 +16,8 @@ from typing import Any
 import pytest
 from throwaway_servers import skip_or_fail
 
-from executor_svc.process_backend import SYSTEM_PATH, bwrap_argv, stage_worker
-from executor_svc.process_channel import ProcessWorkerChannel
+from executor_svc.process_channel import ProcessWorkerChannel, worker_uid
+from executor_svc.sandbox_launch import SYSTEM_PATH, bwrap_argv, rootless_argv, stage_program
 from executor_svc.worker import PROTOCOL_VERSION
 
 LIMITS = {"timeout_s": 5, "memory_mb": 512, "max_output_bytes": 65536, "max_processes": 16}
@@ -45,24 +46,27 @@ def children(pid: int) -> set[int]:
 def run(channel: ProcessWorkerChannel, program: str, args: str = "0") -> dict[str, Any]:
     """One `call` job's result."""
     channel.send({"v": PROTOCOL_VERSION, "id": "job", "op": "run", "stop_on_failure": False, "limits": LIMITS,
-                  "jobs": [{"kind": "call", "program": program, "args": args}]})
+                  "jobs": [{"kind": "call", "program": program, "args": args, "args_mode": "source"}]})
     return channel.receive(30.0)["results"][0]
 
 
-@pytest.fixture()
-def channel() -> Iterator[ProcessWorkerChannel]:
-    """A worker under bubblewrap with no /proc."""
-    bwrap = shutil.which("bwrap", path=SYSTEM_PATH)
-    if bwrap is None:
-        skip_or_fail("bubblewrap is not installed")
-    worker = ProcessWorkerChannel(bwrap_argv(str(bwrap), "/usr/bin/python3", stage_worker(), 0, mount_proc=False),
-                                  env={})
+@pytest.fixture(params=["bwrap", "rootless"])
+def channel(request: pytest.FixtureRequest) -> Iterator[ProcessWorkerChannel]:
+    """A worker under bubblewrap, or in the rootless sandbox, with no /proc."""
+    if request.param == "bwrap":
+        bwrap = shutil.which("bwrap", path=SYSTEM_PATH)
+        if bwrap is None:
+            skip_or_fail("bubblewrap is not installed")
+        argv = bwrap_argv(str(bwrap), "/usr/bin/python3", stage_program().worker, 0, mount_proc=False)
+    else:
+        argv = rootless_argv("/usr/bin/python3", "/usr/bin/python3", stage_program(), 0, mount_proc=False)
+    worker = ProcessWorkerChannel(argv, env={}, uid=worker_uid())
     try:
         worker.send({"v": PROTOCOL_VERSION, "id": "ping", "op": "ping"})
         reply = worker.receive(20.0)
     except Exception as error:  # noqa: BLE001 - any failure to start means no usable sandbox here
         worker.close()
-        skip_or_fail(f"bubblewrap cannot run a worker here: {error}")
+        skip_or_fail(f"{request.param} cannot run a worker here: {error}")
     assert reply["ok"] is True
     yield worker
     worker.close()
@@ -73,6 +77,8 @@ def test_the_sandbox_has_no_proc(channel: ProcessWorkerChannel) -> None:
     assert (result["status"], result["output"]) == ("ok", "False")
     argv = bwrap_argv("/usr/bin/bwrap", "/usr/bin/python3", "/w.py", 0, mount_proc=False)
     assert "--proc" not in argv and "--disable-userns" not in argv  # the latter writes through a fresh /proc
+    assert '"mount_proc": false' in rootless_argv("/usr/bin/python3", "/usr/bin/python3", stage_program(), 0,
+                                                  mount_proc=False)[-1]
 
 
 def test_the_sweep_kills_what_a_job_left_behind(channel: ProcessWorkerChannel) -> None:

@@ -3,10 +3,13 @@ and the stricter rules for answers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.algorithm.static_check import check_answer_value, check_arguments, check_program
 from services.algorithm.task_types import FORBIDDEN_MODULES
+from services.execution import ExecStatus
 
 PROGRAMS = [
     ("def f(x):\n    return x", None),
@@ -84,3 +87,26 @@ def test_argument_rules(source: str, answer: bool, expected: str | None) -> None
 def test_answer_value_rules(source: str, expected: str | None) -> None:
     verdict = check_answer_value(source)
     assert (verdict.status.value if verdict.status else None) == expected, verdict
+
+
+DEEP_SUM = "def f(x):\n    return " + " + ".join(["x"] * 600)
+"""A program that parses but nests too deeply to be walked (issue 37: it made the check raise RecursionError)."""
+
+
+@pytest.mark.parametrize(("check", "text"), [
+    (check_program, DEEP_SUM), (check_arguments, " + ".join(["1"] * 2000)), (check_answer_value, "-" * 5000 + "1"),
+])
+def test_text_too_deep_to_check_is_forbidden_with_a_reason(check: Any, text: str) -> None:
+    verdict = check(text)
+    assert verdict.status is ExecStatus.FORBIDDEN and "nested too deeply" in (verdict.error or ""), verdict
+
+
+def test_the_executor_answers_a_deep_program_with_a_status() -> None:
+    """No worker is asked: the verdict is the static check's, and nothing raises."""
+    from executor_svc.executor import Executor
+
+    with Executor(workers=1) as executor:
+        result = executor.validate_proposal(DEEP_SUM, "1")
+        assert result.status is ExecStatus.FORBIDDEN and "nested too deeply" in (result.error or "")
+        induction = executor.validate_induction(DEEP_SUM, ["1", "2"])
+        assert induction.status is ExecStatus.FORBIDDEN

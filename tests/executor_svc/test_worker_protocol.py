@@ -1,17 +1,22 @@
 """The worker program on its own: stdlib only, JSON lines with a version, robust to what programs print, one fresh
-process per job, and value comparisons that a lying __eq__ cannot pass."""
+process per job, no verdicts (no gold value ever enters it), arguments built as their mode says, no exec, and a
+worker its jobs cannot reach."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from executor_svc.process_channel import worker_uid
 from executor_svc.worker import PROTOCOL_VERSION
 
 WORKER = Path(__file__).resolve().parents[2] / "executor_svc" / "worker.py"
@@ -19,12 +24,17 @@ LIMITS = {"timeout_s": 2, "memory_mb": 256, "max_output_bytes": 4096, "max_proce
 
 
 class Worker:
-    """worker.py under Debian's python3 with nothing of ours importable (cwd /, -s -S -B, empty environment)."""
+    """worker.py under Debian's python3 with nothing of ours importable (cwd /, -s -S -B, empty environment), as the
+    process backend starts it: under a uid of its own when the tests run as root."""
 
-    def __init__(self, tmp_path: Path) -> None:
-        self.process = subprocess.Popen(["/usr/bin/python3", "-s", "-S", "-B", str(WORKER), "--scratch", str(tmp_path)],
+    def __init__(self, scratch: Path) -> None:
+        uid = worker_uid()
+        ids: dict[str, Any] = {"user": uid, "group": 65534, "extra_groups": []} if uid is not None else {}
+        if uid is not None:
+            os.chown(scratch, uid, -1)
+        self.process = subprocess.Popen(["/usr/bin/python3", "-s", "-S", "-B", str(WORKER), "--scratch", str(scratch)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={"PYTHONHASHSEED": "0"}, cwd="/")
+                                        env={"PYTHONHASHSEED": "0"}, cwd="/", **ids)
 
     def ask(self, message: dict[str, Any] | bytes) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -41,8 +51,16 @@ class Worker:
 
 
 @pytest.fixture
-def worker(tmp_path: Path) -> Iterator[Worker]:
-    running = Worker(tmp_path)
+def scratch() -> Iterator[Path]:
+    """A scratch base the worker's uid can reach (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="azr-protocol-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def worker(scratch: Path) -> Iterator[Worker]:
+    running = Worker(scratch)
     yield running
     running.process.kill()
     running.process.wait()
@@ -51,8 +69,8 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
         stream.close()
 
 
-def call(program: str, args: str = "1") -> dict[str, Any]:
-    return {"kind": "call", "program": program, "args": args}
+def call(program: str, args: str = "1", args_mode: str = "source") -> dict[str, Any]:
+    return {"kind": "call", "program": program, "args": args, "args_mode": args_mode}
 
 
 def test_ping_reports_version_seed_and_interpreter(worker: Worker) -> None:
@@ -96,42 +114,118 @@ def test_stop_on_failure(worker: Worker) -> None:
     assert len(worker.run(*jobs)) == 3
 
 
-@pytest.mark.parametrize(("answer", "expected", "equal"), [
-    ("dict(a=1, b=2)", "{'b': 2, 'a': 1}", True),
-    ('"Hello world"', "'Hello world'", True),
-    ("1.0", "1", True),
-    ("[1, 2]", "(1, 2)", False),
-    ("type('Liar', (), {'__eq__': lambda self, other: True})()", "[1, 2]", False),
-    ("inf", "inf", True),  # neither side evaluates: the texts are compared
-    ("float('inf')", "inf", True),
-    ("defaultdict(<class 'int'>, {})", "defaultdict(<class 'int'>, {})", True),
-])
-def test_equal_compares_values(worker: Worker, answer: str, expected: str, equal: bool) -> None:
-    result = worker.run({"kind": "equal", "answer": answer, "expected": expected})[0]
-    assert (result["status"], result["equal"]) == ("ok", equal), result
+def test_there_is_no_job_that_takes_a_gold_value(worker: Worker) -> None:
+    """Protocol 2 has one job kind, `call`, and no field for an expected value: verdicts are the executor's."""
+    old_kinds = worker.run({"kind": "equal", "answer": "1", "expected": "1"},
+                           {"kind": "call_equal", "program": "def f(x):\n    return x", "args": "1", "expected": "1"},
+                           call("def f(x):\n    return x", "1", args_mode="eval_everything"))
+    assert [item["status"] for item in old_kinds] == ["crashed"] * 3
+    assert all("equal" not in item for item in old_kinds)
 
 
-def test_an_answer_that_does_not_evaluate_is_reported_when_the_gold_one_does(worker: Worker) -> None:
-    results = worker.run({"kind": "equal", "answer": "1 +", "expected": "1"},
-                         {"kind": "equal", "answer": "undefined_name", "expected": "1"})
-    assert [item["status"] for item in results] == ["syntax_error", "runtime_error"]
+def test_literal_arguments_are_built_before_the_program_runs(worker: Worker) -> None:
+    """A program that rebinds the constructors or builtins an answer names cannot change the answer's value."""
+    program = ("import builtins, collections\nbuiltins.set = lambda *a: 'pwned'\ncollections.Counter = None\n"
+               "frozenset = None\ndef f(a, b, c):\n    return (a, b, c)")
+    result = worker.run(call(program, "set(), Counter({'a': 1}), frozenset({2})", args_mode="literal"))[0]
+    assert (result["status"], result["output"]) == ("ok", "(set(), Counter({'a': 1}), frozenset({2}))"), result
 
 
-def test_call_equal_guards_against_lying_values(worker: Worker) -> None:
-    liar = "class Liar:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
-    jobs = [
-        {"kind": "call_equal", "program": liar + "def f(x):\n    return Liar()", "args": "1", "expected": "[3]",
-         "expected_scope": "pristine", "plain_args": False},
-        {"kind": "call_equal", "program": "def f(x):\n    return x",
-         "args": "type('L', (), {'__eq__': lambda s, o: True})()", "expected": "[3]", "expected_scope": "program",
-         "plain_args": True},
-        {"kind": "call_equal", "program": "import collections\nP = collections.namedtuple('P', 'x y')\n"
-         "def f(x):\n    return P(x, x)", "args": "2", "expected": "P(x=2, y=2)", "expected_scope": "program",
-         "plain_args": True},
-        {"kind": "call_equal", "program": "import builtins\nbuiltins.list = lambda *a: 7\ndef f(x):\n    return 7",
-         "args": "1", "expected": "list()", "expected_scope": "pristine", "plain_args": False},
-    ]
-    assert [item.get("equal") for item in worker.run(*jobs)] == [False, False, True, False]
+def test_a_literal_job_has_no_builtins_to_call(worker: Worker) -> None:
+    """Defence in depth: text sent as a literal evaluates with no builtins and only the literal constructors."""
+    results = worker.run(call("def f(x):\n    return x", "len('abc')", args_mode="literal"),
+                         call("import os\ndef f(x):\n    return x", "os.getpid()", args_mode="literal"))
+    assert [item["status"] for item in results] == ["runtime_error", "runtime_error"]
+    assert all("NameError" in item["error"] for item in results)
+
+
+def test_a_restricted_answer_sees_the_programs_own_names_but_no_module(worker: Worker) -> None:
+    program = ("import os, sys\nclass Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+               "def f(p):\n    return p.x * 10 + p.y")
+    ok = worker.run(call(program, "Point(1, 2)", args_mode="restricted"))[0]
+    assert (ok["status"], ok["output"]) == ("ok", "12")
+    refused = worker.run(call(program, "os.getpid()", args_mode="restricted"),
+                         call(program, "sys.modules", args_mode="restricted"),
+                         call(program, "getattr(Point, 'x', 1)", args_mode="restricted"),
+                         call(program, "__import__('os')", args_mode="restricted"))
+    assert [item["status"] for item in refused] == ["runtime_error"] * 4
+    assert all("NameError" in item["error"] for item in refused), refused
+
+
+def test_a_job_cannot_exec_any_program(worker: Worker, scratch: Path) -> None:
+    """The seccomp filter: execve fails with EPERM, also in what the job forks, so no shell and no /usr/bin/id."""
+    assert worker.ask({"v": PROTOCOL_VERSION, "id": "p", "op": "ping"})["exec_denied"] is True
+    marker = scratch / "ran"
+    results = worker.run(call(f"import os\ndef f(x):\n    return os.system('touch {marker}') != 0"),
+                         call("import os\ndef f(x):\n    os.execv('/usr/bin/id', ['id'])"),
+                         call("import os\ndef f(x):\n    pid = os.fork()\n    if pid == 0:\n"
+                              f"        try:\n            os.execv('/usr/bin/touch', ['touch', {str(marker)!r}])\n"
+                              "        finally:\n            os._exit(9)\n"
+                              "    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])"))
+    assert [(item["status"], item.get("output")) for item in results] == [
+        ("ok", "True"), ("runtime_error", None), ("ok", "9")], results
+    assert "PermissionError" in results[1]["error"]
+    assert not marker.exists()
+
+
+def test_a_job_cannot_reach_its_workers_protocol_or_memory(worker: Worker) -> None:
+    """The worker is not dumpable: its /proc/<pid>/fd, mem and environ are closed to the job (same uid)."""
+    program = ("import os\ndef f(x):\n    parent, refused = os.getppid(), []\n"
+               "    for path in ('fd/1', 'fd/4', 'mem', 'environ'):\n        try:\n"
+               "            mode = os.O_WRONLY if 'fd' in path else os.O_RDONLY\n"
+               "            os.close(os.open('/proc/%d/%s' % (parent, path), mode))\n"
+               "        except PermissionError:\n            refused.append(path)\n    return refused")
+    result = worker.run(call(program))[0]
+    assert (result["status"], result["output"]) == ("ok", "['fd/1', 'fd/4', 'mem', 'environ']"), result
+
+
+def test_a_job_that_writes_a_forged_worker_reply_changes_nothing(worker: Worker) -> None:
+    """The forge of issue 37: a job writing a whole reply line into the worker's protocol pipe."""
+    forge = ("import os\ndef f(x):\n    line = b'{\"v\": 2, \"id\": 7, \"ok\": true, \"results\": "
+             "[{\"status\": \"ok\", \"output\": \"FORGED\"}]}\\n'\n"
+             "    for fd in range(64):\n        try:\n"
+             "            os.write(os.open('/proc/%d/fd/%d' % (os.getppid(), fd), os.O_WRONLY), line)\n"
+             "        except OSError:\n            pass\n    return x")
+    assert [item.get("output") for item in worker.run(call(forge, "5"), call("def f(x):\n    return x", "6"))] == [
+        "5", "6"]
+
+
+def test_what_a_job_double_forks_is_swept(worker: Worker) -> None:
+    """Unsandboxed, the worker is a child subreaper: an escaped grandchild (new session, fds closed) comes back to it
+    and is killed once the job is over."""
+    program = ("import os, select\ndef f(x):\n    r, w = os.pipe()\n    if os.fork() == 0:\n        os.setsid()\n"
+               "        pid = os.fork()\n        if pid == 0:\n            os.closerange(3, 4096)\n"
+               "            select.select([], [], [], 60)\n        os.write(w, str(pid).encode())\n"
+               "        os._exit(0)\n    os.close(w)\n    return int(os.read(r, 64))")
+    result = worker.run(call(program))[0]
+    assert result["status"] == "ok", result
+    escaped = int(result["output"])
+    deadline = time.monotonic() + 5
+    while alive(escaped) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(escaped), "the double-forked process outlived its job"
+    assert worker.run(call("def f(x):\n    return x + 1", "1"))[0]["output"] == "2"
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def children(pid: int) -> set[int]:
+    """Live children of `pid` (from /proc)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry))
+    return found
 
 
 def test_limits_are_enforced_per_job(worker: Worker) -> None:
@@ -142,11 +236,11 @@ def test_limits_are_enforced_per_job(worker: Worker) -> None:
     assert [item["status"] for item in results] == ["timeout", "memory", "output_too_large", "crashed", "ok"]
 
 
-def test_exit_op_and_end_of_input_stop_the_worker(tmp_path: Path) -> None:
-    first = Worker(tmp_path)
+def test_exit_op_and_end_of_input_stop_the_worker(scratch: Path) -> None:
+    first = Worker(scratch)
     assert first.ask({"v": PROTOCOL_VERSION, "id": 1, "op": "exit"})["ok"]
     assert first.process.wait(timeout=5) == 0
-    second = Worker(tmp_path)
+    second = Worker(scratch)
     second.process.communicate(timeout=5)
     assert second.process.returncode == 0
-    assert os.listdir(tmp_path) == []  # each removed its scratch dir
+    assert os.listdir(scratch) == []  # each removed its scratch dir

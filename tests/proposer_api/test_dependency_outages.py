@@ -19,7 +19,7 @@ from throwaway_servers import (
 
 from executor_svc.rq_client import RQCodeExecutor
 from services.algorithm.task_types import TaskType
-from services.http_ops import redis_check
+from services.http_ops import READINESS_TTL_S, redis_check
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +43,12 @@ def readiness(client: httpx.Client) -> tuple[int, dict[str, str]]:
     return response.status_code, response.json()["failures"]
 
 
+def readiness_once_settled(client: httpx.Client, status: int) -> tuple[int, dict[str, str]]:
+    """/readyz after it has turned `status`: it answers from checks at most READINESS_TTL_S old."""
+    wait_for(lambda: readiness(client)[0] == status, READINESS_TTL_S + 10, f"/readyz {status}", interval_s=0.2)
+    return readiness(client)
+
+
 def test_postgres_outage_turns_readiness_503_and_writes_resume(own_postgres, sandbox, cruxeval_rows) -> None:
     from services.store import open_store
 
@@ -53,7 +59,7 @@ def test_postgres_outage_turns_readiness_503_and_writes_resume(own_postgres, san
             assert readiness(client) == (200, {})
             assert client.post("/v1/seeds", json=seed_body(cruxeval_rows[20])).status_code == 201
             own_postgres.stop()
-            status, failures = readiness(client)
+            status, failures = readiness_once_settled(client, 503)
             assert status == 503 and set(failures) == {"database"}
             down = client.post("/v1/seeds", json=seed_body(cruxeval_rows[21]))
             assert down.status_code == 503 and down.json()["dependency"] == "database", down.text
@@ -81,7 +87,7 @@ def test_redis_outage_turns_readiness_503_and_writes_resume(own_redis, postgres_
             wait_for(lambda: readiness(client)[0] == 200, 60, "an executor worker registered")
             assert client.post("/v1/seeds", json=seed_body(cruxeval_rows[30])).status_code == 201
             own_redis.stop()
-            status, failures = readiness(client)
+            status, failures = readiness_once_settled(client, 503)
             assert status == 503 and {"redis", "executor"} <= set(failures), failures
             down = client.post("/v1/seeds", json=seed_body(cruxeval_rows[31]))
             assert down.status_code == 503 and down.json()["dependency"] == "redis", down.text

@@ -10,7 +10,8 @@ def test_every_route_documents_its_statuses_with_bodies(embedded_api) -> None:
     paths = httpx.get(f"{embedded_api.url}/openapi.json").json()["paths"]
     documented = {(path, method): set(operation["responses"]) for path, item in paths.items()
                   for method, operation in item.items()}
-    assert documented[("/v1/seeds", "post")] == {"200", "201", "400", "401", "403", "413", "422", "503", "504"}
+    assert documented[("/v1/seeds", "post")] == {"200", "201", "400", "401", "403", "409", "413", "422", "503",
+                                                  "504"}
     for read in ("/v1/buffers/{buffer}", "/v1/buffers/{buffer}/{entry_id}", "/v1/buffers/{buffer}/{entry_id}/history",
                  "/v1/runs/{run_id}/steps"):
         assert {"200", "404", "422", "503"} <= documented[(read, "get")], read

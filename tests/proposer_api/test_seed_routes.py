@@ -30,16 +30,17 @@ def test_program_seed_is_stored_in_both_buffers_then_reported_duplicate(embedded
     assert embedded_api.store.count(TaskType.DEDUCTION) == embedded_api.store.count(TaskType.ABDUCTION)
 
 
-def test_seed_into_one_buffer_with_seed_source(embedded_api, cruxeval_rows) -> None:
+def test_seed_into_one_buffer_as_a_user_entry(embedded_api, cruxeval_rows) -> None:
+    """A submission is a `user` entry (evicted like proposals): `seed` entries come only from `azr seeds import`."""
     row = cruxeval_rows[1]
     before = embedded_api.store.count(TaskType.DEDUCTION)
     with embedded_api.client() as client:
         response = client.post("/v1/seeds", json={"kind": "program", "program": row["code"], "input": row["input"],
-                                                  "buffers": ["abduction"], "source": "seed"})
+                                                  "buffers": ["abduction"], "source": "user"})
     assert response.status_code == 201
     assert [o["buffer"] for o in response.json()["outcomes"]] == ["abduction"]
     entry = embedded_api.store.get(TaskType.ABDUCTION, response.json()["outcomes"][0]["id"])
-    assert entry is not None and entry.source == TripletSource.SEED
+    assert entry is not None and entry.source == TripletSource.USER
     assert embedded_api.store.count(TaskType.DEDUCTION) == before
 
 

@@ -53,7 +53,8 @@ def test_serve_proposer_embedded_migrates_seeds_and_serves(tmp_path: Path) -> No
 @pytest.mark.slow
 def test_serve_solver_embedded_is_ready() -> None:
     port = free_port()
-    process = start("solver", port, {"AZR_PROFILE": "embedded", "AZR_EXECUTOR_WORKERS": "1"})
+    process = start("solver", port, {"AZR_PROFILE": "embedded", "AZR_EXECUTOR_WORKERS": "1",
+                                     "AZR_API_TOKEN": "serve-test-token"})
     try:
         wait_for(lambda: process.poll() is not None or answers(f"http://127.0.0.1:{port}/readyz"), 60,
                  "azr serve solver", 0.2)
@@ -63,11 +64,15 @@ def test_serve_solver_embedded_is_ready() -> None:
         process.wait(timeout=30)
 
 
-@pytest.mark.parametrize("service", ["proposer", "solver"])
+@pytest.mark.parametrize("profile", ["distributed", "embedded"])
+@pytest.mark.parametrize("service", ["proposer", "solver", "executor-debug"])
 @pytest.mark.parametrize("token", ["", "change-me"])
-def test_distributed_services_refuse_a_default_token(service: str, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AZR_PROFILE", "distributed")
+def test_services_refuse_a_default_token_in_every_profile(profile: str, service: str, token: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37: the embedded `azr serve proposer` accepted `change-me` (POST /v1/seeds -> 201)."""
+    monkeypatch.setenv("AZR_PROFILE", profile)
     monkeypatch.setenv("AZR_API_TOKEN", token)
-    result = CliRunner().invoke(app, ["serve", service, "--port", str(free_port())])
+    result = CliRunner().invoke(app, ["serve", service, "--port", str(free_port())]
+                                + (["--no-inference"] if service != "executor-debug" else []))
     assert result.exit_code == 2  # bad input: settings that must not be served (azr/cli/exit_codes.py)
     assert "refusing to start: AZR_API_TOKEN is unset or the placeholder" in result.output

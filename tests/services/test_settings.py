@@ -44,7 +44,8 @@ def test_distributed_defaults_are_the_paper_constants() -> None:
     assert settings.database_url.startswith("postgresql+psycopg://")
 
 
-def test_embedded_shrinks_sizes_only() -> None:
+def test_embedded_shrinks_sizes_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZR_DATABASE_URL", raising=False)  # the suite's own database (tests/conftest.py) is no default
     embedded, distributed = Settings(profile="embedded"), Settings(profile="distributed")
     assert embedded.batch_size == 2 and embedded.database_url.startswith("sqlite:///")
     backends = (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend)
@@ -78,13 +79,15 @@ def test_bad_values_are_refused_with_the_field_named(monkeypatch: pytest.MonkeyP
         Settings(no_such_field=1)
 
 
-def test_distributed_refuses_the_default_token() -> None:
+@pytest.mark.parametrize("profile", ["distributed", "embedded"])
+def test_every_profile_refuses_the_default_token(profile: str) -> None:
+    """Issue 37: the embedded `azr serve proposer` took `change-me` (loopback is reachable by every local user and
+    every unconfined program)."""
     with pytest.raises(RuntimeError, match="AZR_API_TOKEN"):
-        Settings(profile="distributed").require_production_secrets()
+        Settings(profile=profile).require_production_secrets()
     with pytest.raises(RuntimeError):
-        Settings(profile="distributed", api_token="").require_production_secrets()
-    Settings(profile="distributed", api_token="s3cret-token").require_production_secrets()
-    Settings(profile="embedded").require_production_secrets()  # a laptop run serves loopback only
+        Settings(profile=profile, api_token="").require_production_secrets()
+    Settings(profile=profile, api_token="s3cret-token").require_production_secrets()
 
 
 def test_resolved_masks_secrets_and_is_saved(tmp_path: Path) -> None:
@@ -111,7 +114,22 @@ def test_resolved_masks_secrets_and_is_saved(tmp_path: Path) -> None:
         ("redis://:pw@host:6379/0", "redis://:***@host:6379/0"),
         ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
         ("sqlite:///runs/azr.sqlite3", "sqlite:///runs/azr.sqlite3"),
+        ("postgresql://u:p@ss/w:rd@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://h/db?user=u&password=hunter2&sslmode=require",
+         "postgresql://h/db?user=u&password=***&sslmode=require"),
+        ("http://admin:s3cret@sglang:30000", "http://admin:***@sglang:30000"),
+        ("http://sglang:30000/?api_key=abc#x", "http://sglang:30000/?api_key=***#x"),
+        ("redis://:pw@host/0?Password=x", "redis://:***@host/0?Password=***"),
     ],
 )
 def test_mask_url_password(url: str, masked: str) -> None:
     assert mask_url_password(url) == masked
+
+
+def test_every_url_field_is_masked_in_what_is_saved() -> None:
+    """Issue 37: credentials in sglang_urls (and `?password=`) reached settings.json, the runs table and W&B."""
+    settings = Settings(sglang_urls=["http://k:hunter2@a:30000", "http://b:30000?token=hunter3"],
+                        database_url="postgresql://h/db?password=hunter4", proposer_url="http://x:hunter5@p:8001")
+    text = json.dumps(settings.resolved())
+    assert not any(secret in text for secret in ("hunter2", "hunter3", "hunter4", "hunter5")), text
+    assert settings.resolved(mask_secrets=False)["sglang_urls"][0] == "http://k:hunter2@a:30000"

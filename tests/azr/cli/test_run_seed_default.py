@@ -34,6 +34,7 @@ def _run(cwd: Path, *args: str) -> str:
     env = {**os.environ, "AZR_RUN_API_PORT": "0", "AZR_EXECUTOR_WORKERS": "2", "AZR_SEED_MAX_ROUNDS": "1",
            "AZR_MAX_RESPONSE_TOKENS": "8", "AZR_TENSORBOARD": "0"}
     env.pop("AZR_SEED_FILES", None)
+    env.pop("AZR_DATABASE_URL", None)  # the suite's own database (tests/conftest.py): the run's is runs/default's file
     done = subprocess.run([*AZR, "run", "--model", "tiny", "--steps", "0", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
