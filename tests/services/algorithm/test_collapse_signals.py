@@ -47,7 +47,8 @@ def test_a_proposal_whose_input_is_the_example_is_a_copy() -> None:
     assert answer_text(TaskType.DEDUCTION, Role.PROPOSE, response) == "'John', {'age': 20, 'city': 'New York'}"
     other = response.replace("'John'", "'Mary'")
     assert not copies_prompt_example(TaskType.DEDUCTION, Role.PROPOSE, other)
-    inputs = "".join(f"```input\n{i}\n```\n" for i in range(9)) + "```input\n'John', {'age': 20, 'city': 'New York'}\n```"
+    example = "```input\n'John', {'age': 20, 'city': 'New York'}\n```"
+    inputs = "".join(f"```input\n{i}\n```\n" for i in range(9)) + example
     induction = f"plan</think> <answer>{inputs}\n```message\nadd\n```</answer>"
     assert copies_prompt_example(TaskType.INDUCTION, Role.PROPOSE, induction)
 
