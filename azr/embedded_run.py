@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from azr.embedded_trainer import InProcessTrainer, replay_uncommitted_steps
+from services.compute.torch_threads import SharedCoreThreads, threads_beside_executor
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.step_metrics import MetricsLog
 from services.settings import Settings
-from services.torch_threads import SharedCoreThreads, threads_beside_executor
 from trainer_svc.ppo_update import MicroBatchProgress
 from trainer_svc.resume import load_or_restore
 

@@ -89,10 +89,10 @@ def rollouts(settings: Settings, engine: InferenceEngine | None = None) -> Rollo
     """Rollouts over `engine` when the process holds one (embedded run, eval), else HTTP to the proposer and solver
     APIs (the distributed coordinator)."""
     if engine is not None:
-        from services.coordinator.engine_rollouts import EngineRollouts
+        from services.rollouts.engine_rollouts import EngineRollouts
 
         return EngineRollouts(engine, reject_multiple_functions=settings.reject_multiple_functions)
-    from services.coordinator.http_rollouts import HttpRollouts
+    from services.rollouts.http_rollouts import HttpRollouts
 
     return HttpRollouts(settings.proposer_url, settings.solver_url, settings.api_token.get_secret_value(),
                         outage_s=settings.rollout_api_outage_s)
@@ -114,7 +114,7 @@ def code_executor(settings: Settings, metrics_registry: CollectorRegistry | None
     if settings.queue_backend == "redis":
         from executor_svc.rq_client import RQCodeExecutor
         from services.queues.factory import outage_policy
-        from services.redis_outages import NO_RETRY
+        from services.queues.redis_outages import NO_RETRY
 
         return RQCodeExecutor.from_settings(
             settings, outages=outage_policy(settings) if ride_through_redis_outages else NO_RETRY)

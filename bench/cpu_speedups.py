@@ -26,11 +26,11 @@ import torch  # noqa: E402
 
 from bench.inference import _proposer_prompt_ids  # noqa: E402
 from bench.trainer import FULL_UPDATE, make_episodes  # noqa: E402
-from services.cpu_features import cpu_has_native_bf16  # noqa: E402
+from services.compute.cpu_features import cpu_has_native_bf16  # noqa: E402
+from services.compute.torch_threads import available_cores  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.ports import SamplingParams  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.torch_threads import available_cores  # noqa: E402
 
 
 def generation(model_dir: Path, dtype: torch.dtype, rows: int, new_tokens: int) -> tuple[float, float]:

@@ -15,8 +15,8 @@ from pydantic import SecretStr
 
 from executor_svc.dispatch import execute_request
 from services.execution import ExecutionRequest
-from services.http_errors import WRITE_STATUSES, documented
-from services.http_ops import (
+from services.http.errors import WRITE_STATUSES, documented
+from services.http.ops import (
     ReadinessCheck,
     bearer_token_guard,
     executor_check,

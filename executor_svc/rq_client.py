@@ -5,7 +5,7 @@ retried (`Retry(max=...)`); when retries are spent it fails for good. The caller
 clear exception (`ExecutorJobFailed`, `ExecutorTimeout`), never silence.
 
 `outages`: the coordinator rides through a short Redis outage (enqueueing and waiting are retried with a log line,
-`services.redis_outages`); the APIs keep the default, failing at once, so a request gets its 503 without waiting.
+`services.queues.redis_outages`); the APIs keep the default, failing at once, so a request gets its 503 without waiting.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from services.execution import (
     ValidateProposalRequest,
     ValidationResult,
 )
-from services.redis_outages import NO_RETRY, RedisOutagePolicy
+from services.queues.redis_outages import NO_RETRY, RedisOutagePolicy
 from services.settings import Settings
 
 ResultModel = TypeVar("ResultModel", bound=BaseModel)

@@ -20,7 +20,7 @@ from proposer_api.propose_routes import ProposeDefaults, propose_router
 from proposer_api.run_routes import run_router
 from proposer_api.seed_routes import seed_router
 from services.algorithm.task_types import TaskType
-from services.http_ops import (
+from services.http.ops import (
     ReadinessCheck,
     bearer_token_guard,
     database_check,

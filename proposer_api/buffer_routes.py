@@ -15,7 +15,7 @@ from proposer_api.schemas import (
     SolveAttempt,
 )
 from services.algorithm.task_types import TaskType
-from services.http_errors import documented
+from services.http.errors import documented
 from services.ports import BufferEntry, BufferStats, TripletStore
 from services.records import InductionTask, Triplet, TripletSource
 

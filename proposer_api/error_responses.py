@@ -11,7 +11,7 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from proposer_api.seed_submission import ExecutorUnavailableError, QuotaReachedError, SeedRejectedError
 from services.execution import ExecutorJobFailed, ExecutorTimeout
-from services.http_errors import safe_text, unavailable_response
+from services.http.errors import safe_text, unavailable_response
 
 log = logging.getLogger(__name__)
 

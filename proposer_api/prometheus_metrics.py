@@ -1,5 +1,5 @@
 """Prometheus metrics of `POST /v1/propose` (the app's HTTP request counts and latencies come from
-services/http_ops.py, in the same registry).
+services/http/ops.py, in the same registry).
 
 The proposer only reads; the executor validates later (in the coordinator), so the outcome here is `parsed` (a task
 extracted from a well-formed response), `format_error` (a task extracted, but the response fails the format check:

@@ -20,8 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from proposer_api.prometheus_metrics import ProposerMetrics
 from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import TaskType
-from services.http_errors import WRITE_STATUSES, DependencyFailure, documented
-from services.http_ops import run_watching_client
+from services.http.errors import WRITE_STATUSES, DependencyFailure, documented
+from services.http.ops import run_watching_client
 from services.ports import InferenceEngine, InferenceError, ProposeContext, SamplingParams, TripletStore
 from services.records import Proposal
 from services.rollouts.bounded_generation import AbortableEngine, clamped

@@ -6,7 +6,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.concurrency import run_in_threadpool
 
 from proposer_api.schemas import MAX_INTEGER, MAX_STEPS_PAGE, RunList, StepsPage
-from services.http_errors import documented
+from services.http.errors import documented
 from services.ports import TripletStore
 
 RUN_ID_LENGTH = 64

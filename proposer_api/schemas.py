@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
-from services.http_errors import InvalidRequest
+from services.http.errors import InvalidRequest
 from services.json_types import JsonInt
 from services.ports import RunSummary, StepRecord
 from services.records import InductionTask, Triplet

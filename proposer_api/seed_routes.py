@@ -11,7 +11,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedProblem
 from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
-from services.http_errors import WRITE_STATUSES, documented
+from services.http.errors import WRITE_STATUSES, documented
 from services.ports import CodeExecutor, TripletStore
 
 SEED_EXAMPLES: dict[str, Any] = {

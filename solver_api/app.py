@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from services.http_ops import (
+from services.http.ops import (
     ReadinessCheck,
     bearer_token_guard,
     executor_check,

@@ -1,5 +1,5 @@
 """Prometheus metrics of `POST /v1/solve` (the app's HTTP request counts and latencies come from
-services/http_ops.py, in the same registry).
+services/http/ops.py, in the same registry).
 
 Answers checked by the executor (`check: true`) are counted by outcome: `correct`, the executor's status of a wrong
 one (`wrong_answer`, `runtime_error`, `timeout`, ...), `parse_failure` for a response with a format error (never

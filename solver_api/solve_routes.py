@@ -14,8 +14,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from services.http_errors import WRITE_STATUSES, DependencyFailure, documented
-from services.http_ops import run_watching_client
+from services.http.errors import WRITE_STATUSES, DependencyFailure, documented
+from services.http.ops import run_watching_client
 from services.ports import CodeExecutor, InferenceEngine, InferenceError, SamplingParams
 from services.records import Solution
 from services.rollouts.bounded_generation import AbortableEngine, clamped

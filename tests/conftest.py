@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.probes import database_unavailable_reason, redis_unavailable_reason
+from services.http.probes import database_unavailable_reason, redis_unavailable_reason
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(os.environ.get("AZR_SHARED_DIR", REPO_ROOT.parent / "shared"))

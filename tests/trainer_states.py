@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from services.compute.torch_threads import update_threads
 from services.settings import Settings
-from services.torch_threads import update_threads
 from trainer_svc.resume import LoadedPolicy
 
 

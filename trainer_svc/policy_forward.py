@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
-from services.cpu_features import cpu_has_native_bf16
+from services.compute.cpu_features import cpu_has_native_bf16
 from services.inference.causal_lm import hf_model
 from services.settings import Settings
 from trainer_svc.batching import MicroBatch

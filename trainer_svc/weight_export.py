@@ -33,8 +33,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from services.compute.process_memory import release_free_memory
 from services.inference.causal_lm import hf_model
-from services.process_memory import release_free_memory
 from trainer_svc.checkpoints import checkpoint_name
 from trainer_svc.lora import has_adapters, merged_state_dict, save_adapters
 
@@ -145,7 +145,7 @@ def export_weights(loaded: Any, run_dir: Path, *, policy_version: int, form: Pus
     ranks = trainer.ranks
     if ranks is None:
         path = write_serving_weights(run_dir, trainer.model, policy_version, form=form)
-        release_free_memory()  # the merged and bf16 copies just freed (services/process_memory.py)
+        release_free_memory()  # the merged and bf16 copies just freed (services/compute/process_memory.py)
         return path
     from trainer_svc.distributed_env import wait_for_all
     from trainer_svc.fsdp_wrap import gather_full_weights

@@ -31,7 +31,7 @@ def coordinator(
     from azr import factory
     from services.coordinator.prometheus_metrics import CoordinatorMetrics
     from services.coordinator.step_metrics import MetricsLog
-    from services.metrics_endpoint import serve_metrics
+    from services.http.metrics_endpoint import serve_metrics
     from services.reporting.metric_sinks import open_metric_sinks
 
     settings = cli_settings(config, production=True, **command_line_values(ctx, steps=steps, run_id=run_id))

@@ -177,11 +177,11 @@ def evaluate_into(stream: IO[str], settings: Settings, policy: EvaluatedPolicy, 
                   splits: list[Split], *, batch_size: int, max_new_tokens: int) -> None:
     """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
     from azr.factory import local_executor, rollouts
+    from services.compute.torch_threads import threads_beside_executor
     from services.evaluation.runner import run_cruxeval
     from services.inference.engine_choice import build_local_engine
     from services.inference.local_engine import LocalEngine
     from services.ports import InferenceError
-    from services.torch_threads import threads_beside_executor
 
     say = lambda message: typer.echo(message, err=True)  # noqa: E731
     began = time.perf_counter()

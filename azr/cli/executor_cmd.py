@@ -100,7 +100,7 @@ def executor_worker(
     from azr.factory import local_executor
     from executor_svc.jobs import install_executor
     from executor_svc.rq_worker import ExecutorWorker
-    from services.metrics_endpoint import serve_metrics
+    from services.http.metrics_endpoint import serve_metrics
 
     settings = cli_settings(**command_line_values(ctx, {"queue": "executor_queue"}, queue=queue))
     connection = redis.Redis.from_url(settings.redis_url)

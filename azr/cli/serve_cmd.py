@@ -47,11 +47,11 @@ def serve_inference(
     `--admin-api-key` does."""
     import uvicorn
 
+    from services.compute.torch_threads import configure_torch_threads
     from services.inference.engine_choice import build_local_engine
     from services.inference.model_registry import resolve_model
     from services.inference.sglang_server import create_inference_app
     from services.ports import InferenceError
-    from services.torch_threads import configure_torch_threads
 
     settings = cli_settings()
     configure_torch_threads(settings.torch_threads, executor_workers=0)  # this process only generates
@@ -96,7 +96,7 @@ def _redis_checks(settings: Settings) -> dict[str, Any]:
         return {}
     import redis
 
-    from services.http_ops import redis_check
+    from services.http.ops import redis_check
 
     return {"redis": redis_check(redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5))}
 

@@ -45,8 +45,8 @@ def trainer(
 ) -> None:
     """Train on episodes from the run's Redis episode stream until stopped (distributed profile)."""
     from azr.factory import episode_channels
+    from services.http.metrics_endpoint import serve_metrics
     from services.inference.model_registry import resolve_model
-    from services.metrics_endpoint import serve_metrics
     from services.ports import InferenceError
     from services.reporting.metric_sinks import open_metric_sinks
     from trainer_svc.distributed_env import broadcast_from_main, join_torchrun_job, shutdown
@@ -61,7 +61,7 @@ def trainer(
         raise bad_input("azr trainer consumes the Redis episode stream: set AZR_QUEUE_BACKEND=redis "
                         "(the embedded profile trains inside `azr run`)")
     _refuse_lora_under_torchrun(settings)  # before any rank loads weights
-    from services.torch_threads import configure_torch_threads
+    from services.compute.torch_threads import configure_torch_threads
 
     configure_torch_threads(settings.torch_threads, executor_workers=0)  # the trainer runs no sandbox workers
     ranks = join_torchrun_job(settings.device)  # None unless torchrun started this process

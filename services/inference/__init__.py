@@ -11,4 +11,5 @@
 - `sglang_server.create_inference_app`: `azr serve inference`, SGLang's wire format over a LocalEngine; its pause,
   abort and in-flight bookkeeping in `generation_gate`.
 - `causal_lm.hf_model`: a loaded model as the transformers model it is, for the type checker.
+- `heartbeat`: a line every few seconds while a long conversion or copy of a model runs.
 """

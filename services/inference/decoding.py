@@ -108,7 +108,7 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     samples' order), so a sample's tokens depend only on its own seed. `abort`, when set, ends every unfinished row at
     the next step with finish_reason `abort` and what it had so far. `on_step` is called after every step,
     `before_forward` before every forward pass, prefill chunks included (the embedded run sets torch's thread count
-    there: services/torch_threads.py).
+    there: services/compute/torch_threads.py).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")

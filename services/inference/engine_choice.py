@@ -99,8 +99,8 @@ def build_local_engine(model_dir: Path, settings: Settings, *, seed: int | None 
         if say is not None and settings.local_engine == "auto":
             say(f"generating with the torch engine: {why}")
         return LocalEngine.from_settings(model_dir, settings, seed=seed, max_batch_rows=max_batch_rows)
+    from services.compute.torch_threads import available_cores
     from services.inference.llama_cpp_engine import LlamaCppEngine
-    from services.torch_threads import available_cores
 
     return LlamaCppEngine(model_dir, gguf_for(model_dir, say=say), base_form=settings.llama_cpp_base,
                           seed=settings.seed if seed is None else seed,

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from services import cpu_features
+from services.compute import cpu_features
+from services.compute.process_memory import release_free_memory
 from services.inference.causal_lm import hf_model
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
 from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
-from services.process_memory import release_free_memory
 from services.settings import Settings
 
 INITIAL_WEIGHT_VERSION = "0"

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.heartbeat import heartbeat
+from services.inference.heartbeat import heartbeat
 from services.inference.tiny_model import tiny_model_dir
 from services.ports import InferenceError
 

@@ -9,8 +9,8 @@ is re-exported here (`from services.ports import X`).
   contract).
 - `inference`: InferenceEngine, SamplingParams, Completion (`services.inference`: the local transformers engine or
   the SGLang HTTP client).
-- `rollouts`: Rollouts, the two roles as the coordinator reaches them (`services.coordinator.engine_rollouts` in
-  process, `services.coordinator.http_rollouts` through the proposer/solver APIs), and ProposeContext, what one
+- `rollouts`: Rollouts, the two roles as the coordinator reaches them (`services.rollouts.engine_rollouts` in
+  process, `services.rollouts.http_rollouts` through the proposer/solver APIs), and ProposeContext, what one
   proposer prompt shows.
 - `self_play`: the loop's hooks PolicyUpdater and StepEvaluation.
 - `reporting`: MetricSink (TensorBoard, Weights & Biases).

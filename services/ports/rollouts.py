@@ -1,8 +1,8 @@
 """The Rollouts port: how the coordinator reaches the two roles, in-process over an InferenceEngine or through the
 proposer/solver HTTP APIs.
 
-Adapters: `services.coordinator.engine_rollouts.EngineRollouts` (embedded, and `azr eval`) and
-`services.coordinator.http_rollouts.HttpRollouts` (distributed; the proposer and solver APIs behind it call
+Adapters: `services.rollouts.engine_rollouts.EngineRollouts` (embedded, and `azr eval`) and
+`services.rollouts.http_rollouts.HttpRollouts` (distributed; the proposer and solver APIs behind it call
 `services.rollouts.proposing.propose` and `services.rollouts.solving.solve` over their own engine, as EngineRollouts
 does). The periodic CRUXEval evaluation
 (services/evaluation) runs on the same port, through `solve` with `greedy_sampling`, so it reaches the model exactly

@@ -75,7 +75,7 @@ class TripletStore(Protocol):
         """Put the zero triplet (Fig 5) in D_abd and D_ded if absent. Idempotent."""
 
     def ping(self) -> None:
-        """Raise when the database does not answer (readiness, `services.http_ops.database_check`)."""
+        """Raise when the database does not answer (readiness, `services.http.ops.database_check`)."""
 
     def insert_triplet(self, triplet: Triplet) -> InsertOutcome:
         """Store a deduction/abduction triplet unless the same normalised program + input is in that buffer."""

@@ -5,6 +5,7 @@
 - `RedisAppliedEpisodeLog` / `InProcessAppliedEpisodeLog`: the trainer's dedup of redelivered episodes by id.
 - `RedisPolicyVersionBoard` / `InProcessPolicyVersionBoard`: the current policy version.
 - `open_episode_queue`, `open_applied_episode_log`, `open_policy_version_board`: pick by `settings.queue_backend`.
+- `redis_outages`: how the Redis adapters (and the RQ executor client) ride through a Redis restart.
 """
 
 from services.queues.applied_log import InProcessAppliedEpisodeLog, RedisAppliedEpisodeLog

@@ -5,7 +5,7 @@ old sets expire (`ttl_s`, refreshed on every write) instead of one set growing f
 episode carries the same step as the first delivery, so it always meets its own set. An episode redelivered after
 its set expired would not be detected, but it is by then far older than `max_staleness` and dropped as stale.
 
-Both operations ride through a short Redis outage (`services.redis_outages`). Marking is idempotent in effect (the
+Both operations ride through a short Redis outage (`redis_outages`). Marking is idempotent in effect (the
 trainer reads `was_applied`, never the first-time flag, which a retry after a lost reply would get wrong).
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import redis
 
 from services.queues.keys import applied_set_key
+from services.queues.redis_outages import RedisOutagePolicy
 from services.records import Episode
-from services.redis_outages import RedisOutagePolicy
 
 
 class RedisAppliedEpisodeLog:

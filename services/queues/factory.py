@@ -12,8 +12,8 @@ from services.ports import AppliedEpisodeLog, EpisodeQueue, PolicyVersionBoard
 from services.queues.applied_log import InProcessAppliedEpisodeLog, RedisAppliedEpisodeLog
 from services.queues.in_process import InProcessEpisodeQueue
 from services.queues.policy_version import InProcessPolicyVersionBoard, RedisPolicyVersionBoard
+from services.queues.redis_outages import RedisOutagePolicy
 from services.queues.redis_stream import RedisEpisodeQueue
-from services.redis_outages import RedisOutagePolicy
 from services.settings import Settings
 
 

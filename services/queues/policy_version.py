@@ -7,7 +7,7 @@ The one way back is `rewind`: a trainer restored from its last full checkpoint (
 published versions past K whose updates were never checkpointed; those versions did not happen (their episodes are
 redelivered and applied again, making K+1, K+2, ... anew), so the board is set back to K before the trainer goes on.
 
-Every operation rides through a short Redis outage (`services.redis_outages`); all three are safe to repeat.
+Every operation rides through a short Redis outage (`services.queues.redis_outages`); all three are safe to repeat.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import redis
 
 from services.ports import PolicyVersionRegression
 from services.queues.keys import policy_version_key
-from services.redis_outages import RedisOutagePolicy
+from services.queues.redis_outages import RedisOutagePolicy
 
 _PUBLISH_FORWARD = """
 local current = redis.call('GET', KEYS[1])

@@ -14,7 +14,7 @@ not yet delivered or not yet acknowledged, so `depth` is XLEN minus the pending 
 An entry that does not parse as an Episode of this schema version is copied to `azr:{run_id}:episodes:dead` with
 the reason and the raw payload, then acknowledged and deleted: never silently dropped, never redelivered forever.
 
-A short Redis outage is ridden through (`services.redis_outages`): each operation is retried with a log line until
+A short Redis outage is ridden through (`redis_outages`): each operation is retried with a log line until
 Redis answers or the outage has lasted `outages.outage_s`. Publishing again after a lost reply may append an episode
 twice; the trainer applies an id once.
 """
@@ -29,8 +29,8 @@ from pydantic import ValidationError
 
 from services.ports import Delivery
 from services.queues.keys import as_text, dead_letter_key, episode_stream_key
+from services.queues.redis_outages import RedisOutagePolicy
 from services.records import RECORD_SCHEMA_VERSION, Episode
-from services.redis_outages import RedisOutagePolicy
 
 EPISODE_FIELD = "episode"
 """Stream entry field holding the Episode JSON (the model carries its schema_version)."""

@@ -263,7 +263,7 @@ def test_the_staged_worker_program_is_reused_guarded_and_restored(monkeypatch: p
 
 
 def test_jobs_running_counts_the_workers_running_code_now(executor: Executor) -> None:
-    """What the embedded run's torch threads follow (services/torch_threads.py): 1 while a program sleeps in a
+    """What the embedded run's torch threads follow (services/compute/torch_threads.py): 1 while a program sleeps in a
     worker, 0 once it has answered."""
     sleeper = "import select\ndef f(x):\n    select.select([], [], [], 1.0)\n    return x"
     assert executor.jobs_running() == 0

@@ -18,7 +18,7 @@ from executor_svc.executor import Executor
 from executor_svc.prometheus_metrics import TASK_KINDS, ExecutorMetrics
 from executor_svc.rq_client import RQCodeExecutor
 from services.execution import ExecStatus
-from services.metrics_endpoint import serve_metrics
+from services.http.metrics_endpoint import serve_metrics
 
 FAILING_PROGRAM = "def f(x):\n    return x // 0"
 FORBIDDEN_PROGRAM = "import random\ndef f(x):\n    return random.random()"

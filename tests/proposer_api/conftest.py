@@ -17,7 +17,7 @@ from throwaway_servers import ExecutorWorkers, PrivateDatabase, wait_for
 from executor_svc.executor import Executor
 from executor_svc.rq_client import RQCodeExecutor
 from services.execution import ExecutionLimits
-from services.http_ops import redis_check
+from services.http.ops import redis_check
 
 
 @pytest.fixture(scope="session")

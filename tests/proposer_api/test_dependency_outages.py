@@ -19,7 +19,7 @@ from throwaway_servers import (
 
 from executor_svc.rq_client import RQCodeExecutor
 from services.algorithm.task_types import TaskType
-from services.http_ops import READINESS_TTL_S, redis_check
+from services.http.ops import READINESS_TTL_S, redis_check
 
 pytestmark = pytest.mark.slow
 

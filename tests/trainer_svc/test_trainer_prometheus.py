@@ -20,7 +20,7 @@ from throwaway_servers import free_port
 from trainer_episodes import episode, six_group_batch
 from transformers import AutoTokenizer
 
-from services.metrics_endpoint import serve_metrics
+from services.http.metrics_endpoint import serve_metrics
 from services.queues import (
     InProcessAppliedEpisodeLog,
     InProcessEpisodeQueue,

@@ -16,13 +16,13 @@ from throwaway_servers import free_port
 from executor_svc.executor import Executor
 from executor_svc.prometheus_metrics import ExecutorMetrics
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.loop import LoopOptions, SelfPlayLoop
 from services.coordinator.prometheus_metrics import CoordinatorMetrics
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
-from services.metrics_endpoint import MetricsEndpoint, serve_metrics
+from services.http.metrics_endpoint import MetricsEndpoint, serve_metrics
 from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.store import open_store
 
 B = 2

@@ -12,10 +12,10 @@ from scripted_engine import ScriptedEngine, fenced, r1
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.seeding import seed_buffers
 from services.coordinator.step import StepConfig
 from services.records import TripletSource
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.store import open_store
 
 CONFIG = StepConfig(batch_size=2, references_k=6, learnability_samples=8, induction_inputs=10,

@@ -12,11 +12,11 @@ from scripted_engine import COUNTING_SCRIPTS as SCRIPTS
 from scripted_engine import ScriptedEngine
 
 from executor_svc.executor import Executor
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.loop import LoopOptions, SelfPlayLoop
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
 from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.store import open_store
 
 B = 1

@@ -15,10 +15,10 @@ from scripted_engine import ScriptedEngine
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.queues import InProcessEpisodeQueue
 from services.records import TripletSource
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.rollouts.solving import check_answer, read_answer, solve_task_from_entry
 from services.store import open_store
 

@@ -11,10 +11,10 @@ from scripted_engine import ScriptedEngine, block, fenced, propose_induction, r1
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.queues import InProcessEpisodeQueue
 from services.records import Episode, Triplet, TripletSource
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.store import open_store
 
 B = 2

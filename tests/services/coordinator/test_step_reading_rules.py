@@ -21,12 +21,12 @@ from scripted_engine import ScriptedEngine, block, fenced, propose_induction, r1
 from executor_svc.executor import Executor
 from services.algorithm.prompts import ReferenceTriplet
 from services.algorithm.task_types import Role, TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.execution import CheckResult, ExecStatus, ValidationResult
 from services.ports import ProposeContext
 from services.queues import InProcessEpisodeQueue
 from services.records import Triplet, TripletSource
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.rollouts.proposing import proposer_instruction
 from services.store import open_store
 

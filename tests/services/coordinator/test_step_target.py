@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from azr.cli.main import app
 from executor_svc.executor import Executor
-from services.coordinator.engine_rollouts import EngineRollouts
 from services.coordinator.loop import LoopOptions, SelfPlayLoop
 from services.coordinator.step import SelfPlayStep, StepConfig
 from services.coordinator.step_metrics import MetricsLog
 from services.queues import InProcessEpisodeQueue, InProcessPolicyVersionBoard
+from services.rollouts.engine_rollouts import EngineRollouts
 from services.store import open_store
 
 B = 2

@@ -14,14 +14,14 @@ from throwaway_servers import LoopbackServer
 
 from executor_svc.executor import Executor
 from services.algorithm.task_types import TaskType
-from services.coordinator.engine_rollouts import EngineRollouts
-from services.coordinator.http_rollouts import HttpRollouts
 from services.evaluation.cruxeval import CruxRow, Split
 from services.evaluation.dataset import load_rows
 from services.evaluation.periodic import PeriodicEvaluation
 from services.evaluation.runner import run_cruxeval
 from services.ports import Completion, SamplingParams, greedy_sampling
 from services.records import IOSolveTask
+from services.rollouts.engine_rollouts import EngineRollouts
+from services.rollouts.http_rollouts import HttpRollouts
 from services.rollouts.http_schemas import MAX_TASKS_PER_REQUEST
 from services.settings import Settings
 from solver_api.app import create_solver_app

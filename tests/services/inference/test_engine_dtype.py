@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services import cpu_features
+from services.compute import cpu_features
 from services.inference.local_engine import LocalEngine, engine_dtype, settings_engine_dtype
 from services.settings import Settings
 

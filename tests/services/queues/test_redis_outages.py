@@ -19,7 +19,7 @@ from throwaway_servers import ThrowawayRedis, throwaway_redis
 
 from executor_svc.rq_client import RQCodeExecutor
 from services.queues import RedisAppliedEpisodeLog, RedisEpisodeQueue, RedisPolicyVersionBoard
-from services.redis_outages import RedisOutagePolicy
+from services.queues.redis_outages import RedisOutagePolicy
 
 DOWN_S = 1.5
 """How long each outage lasts."""
@@ -70,7 +70,7 @@ def test_the_coordinator_publishes_episodes_through_a_restart(own_redis, client,
     queue = RedisEpisodeQueue(client, "outage", claim_after_s=30, outages=RedisOutagePolicy(outage_s=30))
     before, during = make_episodes(2), make_episodes(3)
     queue.publish(before)
-    with caplog.at_level(logging.WARNING, logger="services.redis_outages"):
+    with caplog.at_level(logging.WARNING, logger="services.queues.redis_outages"):
         ids, took_s = during_a_restart(own_redis, lambda: queue.publish(during))
     assert len(ids) == 3 and took_s >= DOWN_S
     assert "redis unavailable during publishing 3 episodes" in caplog.text
@@ -88,7 +88,7 @@ def test_the_trainer_reads_acks_and_marks_through_restarts(own_redis, client, ma
     episodes = make_episodes(4)
     queue.publish(episodes)
     board.publish(1)
-    with caplog.at_level(logging.WARNING, logger="services.redis_outages"):
+    with caplog.at_level(logging.WARNING, logger="services.queues.redis_outages"):
         delivered, _ = during_a_restart(own_redis, lambda: queue.read("trainer", 10, 0.5))
         assert sorted(d.episode.id for d in delivered) == sorted(e.id for e in episodes)
         assert during_a_restart(own_redis, lambda: board.publish(2))[0] == 2  # the Lua script is loaded again
@@ -106,7 +106,7 @@ def test_an_outage_longer_than_outage_s_fails_with_redis_error(own_redis, client
     board = RedisPolicyVersionBoard(client, "outage", outages=RedisOutagePolicy(outage_s=1.0, first_wait_s=0.1))
     own_redis.stop()
     began = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="services.redis_outages"), pytest.raises(redis.ConnectionError):
+    with caplog.at_level(logging.WARNING, logger="services.queues.redis_outages"), pytest.raises(redis.ConnectionError):
         board.current()
     assert time.monotonic() - began >= 1.0
     assert "redis still unavailable after" in caplog.text and "giving up" in caplog.text

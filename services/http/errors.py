@@ -9,7 +9,7 @@ the OpenAPI document (or schemathesis) can trust it. The shapes:
   e.g. proposer_api's `SeedRejected`, `problem: "seed_rejected"`). It never echoes the request: no `input`, and every
   text in it (a `loc` may hold a key of the request) is short, with lone surrogates escaped, so any bad body gets a
   small, encodable answer. Text holding a NUL character or a lone surrogate anywhere in a JSON body is such a 422
-  (`type: "text_not_storable"`): no store holds it (services/http_ops.py, TextGuard);
+  (`type: "text_not_storable"`): no store holds it (services/http/ops.py, TextGuard);
 - 503/504, a dependency that did not answer: `DependencyUnavailable` (which dependency, why, and that nothing was
   stored).
 """

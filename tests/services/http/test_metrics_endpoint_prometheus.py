@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_scrape import scrape, value
 from throwaway_servers import free_port
 
-from services.metrics_endpoint import serve_metrics
+from services.http.metrics_endpoint import serve_metrics
 
 
 def test_port_zero_means_off() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from services.probes import database_unavailable_reason, redis_unavailable_reason
+from services.http.probes import database_unavailable_reason, redis_unavailable_reason
 
 
 def _closed_port() -> int:

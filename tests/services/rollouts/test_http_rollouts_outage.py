@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from throwaway_servers import LoopbackServer, free_port
 
-from services.coordinator.http_rollouts import HttpRollouts, RolloutApiError
+from services.rollouts.http_rollouts import HttpRollouts, RolloutApiError
 
 TOKEN = "t-0123456789abcdef"
 
@@ -44,12 +44,12 @@ def test_a_restarting_api_is_waited_for_with_a_log_line_per_retry(caplog: pytest
     with LoopbackServer(app) as url:
         rollouts = HttpRollouts(url, url, TOKEN, outage_s=30, backoff_s=0.2, max_backoff_s=1.0)
         try:
-            with caplog.at_level(logging.WARNING, logger="services.coordinator.http_rollouts"):
+            with caplog.at_level(logging.WARNING, logger="services.rollouts.http_rollouts"):
                 assert rollouts.prompt_tokens(["abc", "hello"]) == [3, 5]
         finally:
             rollouts.close()
     assert seen[-1] - seen[0] >= 2.5 and len(seen) >= 4  # 0.2, 0.4, 0.8, 1.0 ... s apart
-    retries = [r.getMessage() for r in caplog.records if r.name == "services.coordinator.http_rollouts"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "services.rollouts.http_rollouts"]
     assert len(retries) == len(seen) - 1 and all("HTTP 503" in m and "gives up after" in m for m in retries)
 
 

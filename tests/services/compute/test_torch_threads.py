@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from services.torch_threads import (
+from services.compute.torch_threads import (
     SharedCoreThreads,
     auto_threads,
     configure_torch_threads,
@@ -61,7 +61,7 @@ def test_a_fixed_count_is_kept() -> None:
 def test_beside_an_executor_a_fixed_count_is_set_and_auto_shares_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     assert threads_beside_executor(3, executor_workers=1, jobs_running=lambda: 0) is None
     assert torch.get_num_threads() == 3
-    monkeypatch.setattr("services.torch_threads.available_cores", lambda: 2)
+    monkeypatch.setattr("services.compute.torch_threads.available_cores", lambda: 2)
     running = [1]
     shared = threads_beside_executor(0, executor_workers=1, jobs_running=lambda: running[0])
     assert shared is not None and (shared.idle_threads, shared.busy_threads) == (2, 1)
@@ -72,7 +72,7 @@ def test_beside_an_executor_a_fixed_count_is_set_and_auto_shares_the_cores(monke
 
 def test_every_update_of_either_process_uses_update_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """The embedded run's updates and `azr trainer`'s run with one count, the one a bitwise reference must use."""
-    monkeypatch.setattr("services.torch_threads.available_cores", lambda: 3)
+    monkeypatch.setattr("services.compute.torch_threads.available_cores", lambda: 3)
     assert update_threads(2) == 2
     assert update_threads(0) == 3 == configure_torch_threads(0, executor_workers=0)  # azr trainer
     shared = threads_beside_executor(0, executor_workers=2, jobs_running=lambda: 1)

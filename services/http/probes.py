@@ -1,7 +1,7 @@
 """Cheap liveness probes of the servers AZR depends on; `None` means it answers, a string says why not.
 
 Used by the test suite (tests/conftest.py) to decide between skip (laptop) and fail (CI). The services' `/readyz`
-asks their own dependencies instead (`Pingable`, services/http_ops.py).
+asks their own dependencies instead (`Pingable`, services/http/ops.py).
 """
 
 from __future__ import annotations

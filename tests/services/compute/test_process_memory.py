@@ -1,4 +1,4 @@
-"""services/process_memory.py: after glibc has raised its mmap threshold, freed tensors stay resident until
+"""services/compute/process_memory.py: after glibc has raised its mmap threshold, freed tensors stay resident until
 `release_free_memory` hands them back (what made the learning run's process grow ~2 GB a step)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.process_memory import release_free_memory
+from services.compute.process_memory import release_free_memory
 
 MIB = 2**20
 

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from pydantic import BaseModel, SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.http_errors import install_error_handlers, safe_text
+from services.http.errors import install_error_handlers, safe_text
 from services.ports import CodeExecutor, Pingable
 from services.settings import DEFAULT_API_TOKEN
 
@@ -208,7 +208,7 @@ async def run_watching_client(request: Request, work: Callable[[threading.Event]
 def install_operational_routes(app: FastAPI, service: str, checks: dict[str, ReadinessCheck], max_body_bytes: int,
                                registry: CollectorRegistry | None = None,
                                notes: dict[str, ReadinessNote] | None = None) -> CollectorRegistry:
-    """Add health, readiness, metrics, the body cap, the text guard and the error bodies of `services.http_errors` to
+    """Add health, readiness, metrics, the body cap, the text guard and the error bodies of `services.http.errors` to
     `app`; returns the metrics registry `/metrics` serves (a new one unless `registry` is given, e.g. to serve a
     coordinator's metrics beside the app's own). `notes`: what /readyz adds about working dependencies."""
     registry = registry if registry is not None else CollectorRegistry()
