@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, InferenceEngine, PolicyVersionBoard, StepStore
 from services.records import Episode
-from services.settings import Settings
+from services.settings import RolloutSettings, TrainerSettings
 from trainer_svc.resume import LoadedPolicy
 from trainer_svc.service import TrainerService
 
@@ -32,15 +34,18 @@ EPISODE_PAGE = 500
 class InProcessTrainer:
     """The loop's PolicyUpdater: after each step, the distributed trainer's loop trains on that step's episodes."""
 
-    def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
-                 applied_log: AppliedEpisodeLog, engines: Sequence[InferenceEngine],
-                 board: PolicyVersionBoard | None, before_update: Callable[[], None] | None = None) -> None:
-        """`before_update` runs before each update (the embedded run gives torch every core there)."""
+    def __init__(self, *, loaded: LoadedPolicy, settings: TrainerSettings, rollout: RolloutSettings,
+                 settings_record: JsonObject, run_dir: Path, queue: EpisodeQueue, applied_log: AppliedEpisodeLog,
+                 engines: Sequence[InferenceEngine], board: PolicyVersionBoard | None,
+                 before_update: Callable[[], None] | None = None) -> None:
+        """The distributed trainer's loop over `settings` (and the rollouts' staleness rule), checkpointing into
+        `run_dir` with `settings_record`; `before_update` runs before each update (the embedded run gives torch
+        every core there)."""
         self.loaded = loaded
         self.before_update = before_update
-        self.service = TrainerService(loaded=loaded, settings=settings, queue=queue, applied_log=applied_log,
-                                      run_dir=settings.run_dir, engines=engines, board=board,
-                                      consumer=TRAINER_CONSUMER)
+        self.service = TrainerService(loaded=loaded, settings=settings, rollout=rollout,
+                                      settings_record=settings_record, queue=queue, applied_log=applied_log,
+                                      run_dir=run_dir, engines=engines, board=board, consumer=TRAINER_CONSUMER)
 
     @property
     def policy_version(self) -> int:

@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from services.ports import CodeExecutor, TripletStore
-from services.settings import Settings
+from services.settings import ApiSettings, Settings
 
 if TYPE_CHECKING:
     import uvicorn
@@ -55,20 +56,20 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def session_settings(settings: Settings) -> Settings:
-    """The settings the server runs with: the user's token, or, when it is the placeholder, a random one for this
-    session (a write route must never accept a well-known secret, even on loopback)."""
+def session_settings(settings: ApiSettings) -> ApiSettings:
+    """The API settings the server runs with: the user's token, or, when it is the placeholder, a random one for
+    this session (a write route must never accept a well-known secret, even on loopback)."""
     if not settings.uses_default_secret():
         return settings
     return settings.model_copy(update={"api_token": SecretStr(secrets.token_urlsafe(24))})
 
 
-def write_session_token(settings: Settings, served: Settings) -> str:
+def write_session_token(settings: ApiSettings, served: ApiSettings, run_dir: Path) -> str:
     """Where a client finds the token to send, said without the token (run logs are shared and kept): the user's own
     `AZR_API_TOKEN`, or this session's random one written to `RUN_DIR/api-token`, readable by its owner only."""
     if served is settings:
         return "your AZR_API_TOKEN"
-    path = settings.run_dir / "api-token"
+    path = run_dir / "api-token"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)  # a fresh file, so the mode below is its mode from the first byte
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -86,14 +87,14 @@ def start_run_api(settings: Settings, store: TripletStore, executor: CodeExecuto
 
     from proposer_api.app import create_proposer_app
 
-    port = settings.run_api_port if port is None else port
+    port = settings.observability.run_api_port if port is None else port
     if port == 0:
         return None
     if not port_is_free(host, port):
         say(f"dashboard not served: port {port} is busy (set AZR_RUN_API_PORT, 0 = off)")
         return None
-    served = session_settings(settings)
-    app = create_proposer_app(served, store, executor, registry=registry)
+    served = session_settings(settings.api)
+    app = create_proposer_app(served, settings.rollout, store, executor, registry=registry)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, name="azr-run-api", daemon=True)
     thread.start()
@@ -105,4 +106,5 @@ def start_run_api(settings: Settings, store: TripletStore, executor: CodeExecuto
             return None
         time.sleep(0.05)
     return RunApi(url=f"http://{host}:{port}", token=served.api_token.get_secret_value(),
-                  token_source=write_session_token(settings, served), _server=server, _thread=thread)
+                  token_source=write_session_token(settings.api, served, settings.run.run_dir), _server=server,
+                  _thread=thread)

@@ -56,7 +56,7 @@ def updates(model_dir: Path, configs: list[tuple[int, bool]], repeats: int, prom
     lora = {"lora_rank": lora_rank, "lora_alpha": 2.0 * lora_rank} if lora_rank else {}
     settings = Settings(device="cpu", micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True,
                         trainer_bf16_cpu=False, **FULL_UPDATE, **lora)
-    trainer = fresh_trainer(model_dir, settings).trainer
+    trainer = fresh_trainer(model_dir, settings.trainer).trainer
     episodes = make_episodes(trainer.model.config.vocab_size, 1, prompt_len, response_len)
     torch.set_num_threads(2)
     trainer.update(episodes)  # warm-up: AdamW state, allocator

@@ -116,7 +116,7 @@ def push_dirs(model_dir: Path, work: Path) -> tuple[Path, Path]:
     from trainer_svc.weight_export import write_serving_weights
 
     model = load_causal_lm(model_dir, torch.device("cpu"), torch.float32, progress_bar=False)
-    model = add_adapters(model, Settings(lora_rank=16, lora_alpha=32.0), model_dir)
+    model = add_adapters(model, Settings(lora_rank=16, lora_alpha=32.0).trainer.lora, model_dir)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, parameter in model.named_parameters():

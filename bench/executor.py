@@ -113,7 +113,7 @@ def ours(rows: list[dict[str, str]], backend: str, workers: int,
     from services.settings import Settings
 
     executor = Executor.from_settings(Settings(executor_backend=backend, executor_workers=workers,
-                                               executor_sandbox=sandbox))
+                                               executor_sandbox=sandbox).executor)
     executor.validate_proposal(rows[0]["code"], rows[0]["input"])  # warm the pool: startup is not throughput
 
     def run() -> int:

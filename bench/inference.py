@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
-from services.profile_defaults import PACKAGED_SEED_FILES  # noqa: E402
+from services.settings.profiles import PACKAGED_SEED_FILES  # noqa: E402
 
 SEEDS = PACKAGED_SEED_FILES[0]  # the authors' seed triplets shipped with the package
 

@@ -69,7 +69,7 @@ def main() -> None:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             results["full_load_s"].append(time.perf_counter() - started)
-        adapted = add_adapters(model, Settings(lora_rank=16, lora_alpha=32.0), args.model)
+        adapted = add_adapters(model, Settings(lora_rank=16, lora_alpha=32.0).trainer.lora, args.model)
         for repeat in range(args.repeats):
             version = 100 + repeat
             started = time.perf_counter()

@@ -9,7 +9,7 @@ column of its own and the columns of a row sum to the step's wall time.
         [--batch-size 2] [--max-response-tokens 128] [--then-smollm2]
     .venv/bin/python bench/rollout.py distributed [--model tiny] [--steps 2] [--batch-size 2]
 
-`embedded`: `azr run`'s own building blocks (azr/embedded_run.py EmbeddedRun) in this process, in a
+`embedded`: `azr run`'s own building blocks (azr/factory/embedded.py open_embedded_run) in this process, in a
 temporary run directory, buffers seeded from the authors' seed files (no model-seeding rounds). Training is in the
 step (`time/training`): after each step the in-process trainer updates, checkpoints and pushes the weights.
 
@@ -92,7 +92,7 @@ def run_embedded(args: argparse.Namespace, model: str, root: Path) -> tuple[list
     """`args.steps` steps of the embedded profile in this process; the step splits and the set-up times."""
     import torch
 
-    from azr.embedded_run import EmbeddedRun
+    from azr.factory.embedded import open_embedded_run
     from services.settings import Settings
 
     if args.torch_threads:
@@ -105,6 +105,7 @@ def run_embedded(args: argparse.Namespace, model: str, root: Path) -> tuple[list
         learnability_samples=args.learnability_samples, executor_workers=args.executor_workers,
         micro_batch_size=args.micro_batch_size,
         seed_max_rounds=0, seed_files=seed_files(args.seed_rows, root / "seeds"),
+        run_api_port=0, tensorboard=False, wandb=False,  # the steps alone: no run API, no metric sinks
         database_url=f"sqlite:///{(run_root / 'bench' / 'buffers.sqlite3').resolve()}")
     settings.save_resolved()  # as `azr run` does; it also creates the run directory the SQLite file lives in
     clock = ProgressClock()
@@ -115,7 +116,7 @@ def run_embedded(args: argparse.Namespace, model: str, root: Path) -> tuple[list
             print(message, file=sys.stderr, flush=True)
 
     began = time.perf_counter()
-    embedded = EmbeddedRun(settings, progress=progress)
+    embedded = open_embedded_run(settings, progress)
     loaded = time.perf_counter()
     try:
         lines = embedded.run()

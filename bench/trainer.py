@@ -127,9 +127,9 @@ def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer
                         trainer_bf16_cpu=args.bf16, **FULL_UPDATE)
     model_dir = resolve_model(args.model)
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
-    if settings.gradient_checkpointing:
+    if settings.trainer.gradient_checkpointing:
         checkpoint_decoder_layers(model)
-    trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(args.device))
+    trainer = PolicyTrainer(model, settings.trainer, pad_id=pad_id_of(tokenizer), device=resolve_device(args.device))
     episodes = make_episodes(model.config.vocab_size, args.per_group, args.prompt_len, args.response_len)
     return trainer, episodes
 
@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--micro-batch-size", type=int, default=4, help="for the throughput comparison")
     parser.add_argument("--micro-batch-sizes", default="1,2,4,8", help="for the memory table")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--micro-batch-tokens", type=int, default=Settings().micro_batch_tokens,
+    parser.add_argument("--micro-batch-tokens", type=int, default=Settings().trainer.micro_batch_tokens,
                         help="cap on padded tokens per micro-batch")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (1 on a shared machine)")
     parser.add_argument("--random-init", action="store_true", help="config's architecture, random weights")

@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=256)
     parser.add_argument("--response-len", type=int, default=128)
     parser.add_argument("--micro-batch-size", type=int, default=4)
-    parser.add_argument("--micro-batch-tokens", type=int, default=Settings().micro_batch_tokens)
+    parser.add_argument("--micro-batch-tokens", type=int, default=Settings().trainer.micro_batch_tokens)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--peak-tflops", type=float, default=None)
@@ -52,10 +52,10 @@ def main() -> None:
     model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
     episodes = make_episodes(model.config.vocab_size, args.per_group, args.prompt_len, args.response_len)
     flops = update_flops(model, [(len(e.prompt_ids), len(e.response_ids)) for e in episodes])  # before sharding
-    loaded = LoadedPolicy(trainer=build_trainer(model, tokenizer, settings, ranks), tokenizer=tokenizer,
+    loaded = LoadedPolicy(trainer=build_trainer(model, tokenizer, settings.trainer, ranks), tokenizer=tokenizer,
                           source=model_dir)
     if not ranks.is_main:
-        follow_main_rank(loaded, settings, args.run_dir)
+        follow_main_rank(loaded, settings.trainer, args.run_dir, settings.resolved())
         shutdown()
         return
 

@@ -139,7 +139,7 @@ def main() -> None:
         settings = Settings(device="cpu", learning_rate=float(lr), lora_rank=rank, batch_size=args.per_group,
                             micro_batch_size=2, micro_batch_tokens=4096, gradient_checkpointing=True,
                             run_root=Path("/tmp/azr-update-size"), **FULL_UPDATE)
-        loaded = fresh_trainer(model_dir, settings)
+        loaded = fresh_trainer(model_dir, settings.trainer)
         trainer = loaded.trainer
         advantages = trainer.advantages(episodes).tolist()
         base = response_logprobs(trainer, episodes)

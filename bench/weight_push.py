@@ -69,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     model_dir = resolve_model(args.model)
     settings = Settings(device="cpu", run_root=Path(tempfile.gettempdir()), run_id="bench-weight-push")
-    loaded = fresh_trainer(model_dir, settings)
+    loaded = fresh_trainer(model_dir, settings.trainer)
     fill_adam_moments(loaded)
     params = sum(p.numel() for p in loaded.trainer.model.parameters())
     print(f"model {args.model}: {params / 1e6:.0f}M parameters; trainer on CPU ({torch.get_num_threads()} threads)")

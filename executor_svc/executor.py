@@ -46,7 +46,7 @@ from executor_svc.worker_messages import JobResult
 from executor_svc.worker_pool import ChannelFactory, WorkerPool
 from services.algorithm import static_check, thread_safe_ast
 from services.execution import CheckResult, ExecStatus, ExecutionLimits, InductionValidationResult, ValidationResult
-from services.settings import Settings
+from services.settings import ExecutorSettings
 
 GOLD_HASH_SEED = 0
 VERIFY_HASH_SEED = 1  # differs from seed 0 on the set orders the tests probe; fixed so verdicts are reproducible
@@ -58,7 +58,7 @@ R = TypeVar("R", ValidationResult, InductionValidationResult, CheckResult)
 
 @dataclass(frozen=True)
 class ExecutorConfig:
-    """The slice of the settings an in-process Executor is built from (`Settings.executor_*`)."""
+    """What an in-process Executor is built from (the executor section, `ExecutorSettings`)."""
 
     backend: Literal["process", "docker"]
     workers: int  # per pool (gold, verify)
@@ -69,7 +69,7 @@ class ExecutorConfig:
     docker_image: str  # docker backend
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ExecutorConfig:
+    def from_settings(cls, settings: ExecutorSettings) -> ExecutorConfig:
         limits = ExecutionLimits(timeout_s=settings.executor_timeout_s, memory_mb=settings.executor_memory_mb,
                                  max_output_bytes=settings.executor_max_output_bytes,
                                  max_processes=settings.executor_max_processes)
@@ -154,8 +154,8 @@ class Executor:
             raise
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: ExecutorMetrics | None = None) -> Executor:
-        """Build from the settings' `executor_*` fields (see `from_config`)."""
+    def from_settings(cls, settings: ExecutorSettings, metrics: ExecutorMetrics | None = None) -> Executor:
+        """Build from the executor section (see `from_config`)."""
         return cls.from_config(ExecutorConfig.from_settings(settings), metrics)
 
     @classmethod

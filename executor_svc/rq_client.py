@@ -35,7 +35,7 @@ from services.execution import (
     ValidationResult,
 )
 from services.queues.redis_outages import NO_RETRY, RedisOutagePolicy
-from services.settings import Settings
+from services.settings import ExecutorSettings
 
 ResultModel = TypeVar("ResultModel", bound=BaseModel)
 
@@ -68,8 +68,11 @@ class RQCodeExecutor:
         self.outages = outages
 
     @classmethod
-    def from_settings(cls, settings: Settings, outages: RedisOutagePolicy = NO_RETRY) -> RQCodeExecutor:
-        return cls(redis.Redis.from_url(settings.redis_url), timeout_s=settings.executor_timeout_s,
+    def from_settings(cls, settings: ExecutorSettings, redis_url: str,
+                      outages: RedisOutagePolicy = NO_RETRY) -> RQCodeExecutor:
+        """Jobs on `settings.executor_queue` of the Redis at `redis_url` (the storage section's), each allowed the
+        executor's time limit."""
+        return cls(redis.Redis.from_url(redis_url), timeout_s=settings.executor_timeout_s,
                    queue_name=settings.executor_queue, outages=outages)
 
     # --- the port ----------------------------------------------------------------------------------------------------

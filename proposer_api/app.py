@@ -29,15 +29,16 @@ from services.http.ops import (
     install_operational_routes,
 )
 from services.ports import CodeExecutor, InferenceEngine, TripletStore
-from services.settings import Settings
+from services.settings import ApiSettings, RolloutSettings
 
 
-def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeExecutor,
+def create_proposer_app(settings: ApiSettings, rollout: RolloutSettings, store: TripletStore, executor: CodeExecutor,
                         extra_checks: dict[str, ReadinessCheck] | None = None,
                         engine: InferenceEngine | None = None, registry: CollectorRegistry | None = None) -> FastAPI:
     """The proposer service over `store` and `executor`; readiness checks the database and the executor (and
-    whatever `extra_checks` adds, e.g. Redis in the distributed profile). With `engine`, `POST /v1/propose` too.
-    `registry`: serve these metrics too on `/metrics` (`azr run` passes its coordinator's)."""
+    whatever `extra_checks` adds, e.g. Redis in the distributed profile). With `engine`, `POST /v1/propose` too, with
+    the rollouts' sizes and sampling as its defaults. `registry`: serve these metrics too on `/metrics` (`azr run`
+    passes its coordinator's)."""
     app = FastAPI(title="AZR proposer", version="1",
                   summary="Triplet buffers, seed submission, self-play proposals, runs and the live dashboard.")
     checks: dict[str, ReadinessCheck] = {"database": database_check(store), "executor": executor_check(executor)}
@@ -55,7 +56,7 @@ def create_proposer_app(settings: Settings, store: TripletStore, executor: CodeE
     require_token = bearer_token_guard(settings.api_token)
     app.include_router(seed_router(store, executor, require_token, settings.seed_submission_quota))
     if engine is not None:
-        app.include_router(propose_router(engine, store, ProposeDefaults.from_settings(settings), require_token,
+        app.include_router(propose_router(engine, store, ProposeDefaults.from_settings(rollout), require_token,
                                           ProposerMetrics(registry)),
                            tags=["self-play"])
     return app

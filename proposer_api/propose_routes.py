@@ -33,7 +33,7 @@ from services.rollouts.http_schemas import (
     ReferenceIn,
 )
 from services.rollouts.proposing import propose
-from services.settings import Settings
+from services.settings import RolloutSettings
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class ProposeDefaults:
     max_new_tokens: int  # no request may ask for more (settings.max_response_tokens)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ProposeDefaults:
+    def from_settings(cls, settings: RolloutSettings) -> ProposeDefaults:
         return cls(references_k=settings.references_k, num_inputs=settings.induction_inputs,
                    sampling=SamplingParams(max_new_tokens=settings.max_response_tokens,
                                            temperature=settings.temperature, top_p=settings.top_p),

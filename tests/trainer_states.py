@@ -54,7 +54,7 @@ def threads_for_updates(settings: Settings) -> Iterator[int]:
     """torch's intra-op threads, in this thread for the block, at the count the process's updates ran with
     (`update_threads`; on some CPUs an update's last bits depend on it); the previous count afterwards."""
     before = torch.get_num_threads()
-    threads = update_threads(settings.torch_threads)
+    threads = update_threads(settings.run.torch_threads)
     torch.set_num_threads(threads)
     try:
         yield threads

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from services.inference.causal_lm import hf_model
-from services.settings import Settings
+from services.settings import LoraSettings
 
 if TYPE_CHECKING:  # peft is imported where it is used (slow to import)
     from peft.tuners.lora import LoraLayer
@@ -44,7 +44,7 @@ BASE_RECORD_FILE = "lora_base.json"
 _SAMPLES, _SAMPLE_BYTES = 16, 1 << 16
 
 
-def lora_config(settings: Settings) -> Any:
+def lora_config(settings: LoraSettings) -> Any:
     """The PEFT `LoraConfig` of the settings (`lora_rank`, `lora_alpha`, `lora_dropout`, `lora_target_modules`)."""
     from peft import LoraConfig
 
@@ -54,7 +54,7 @@ def lora_config(settings: Settings) -> Any:
                       bias="none", task_type="CAUSAL_LM")
 
 
-def refuse_under_fsdp(settings: Settings) -> None:
+def refuse_under_fsdp(settings: LoraSettings) -> None:
     """Raise when LoRA is asked for under torchrun: the FSDP trainer shards and gathers full weights only."""
     if settings.lora_rank > 0:
         raise ValueError(f"lora_rank={settings.lora_rank} (LoRA) is not supported by the multi-rank FSDP trainer "
@@ -70,7 +70,7 @@ def peft_on_transformers5() -> Iterator[None]:
         yield
 
 
-def add_adapters(model: nn.Module, settings: Settings, base_dir: Path) -> nn.Module:
+def add_adapters(model: nn.Module, settings: LoraSettings, base_dir: Path) -> nn.Module:
     """Inject LoRA adapters into ``model`` (in place), freeze every base weight; returns the same model object."""
     from peft import get_peft_model
 
@@ -181,7 +181,7 @@ def save_adapters(model: nn.Module, directory: Path) -> None:
     (directory / BASE_RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def base_for_restore(checkpoint: Path, settings: Settings, model_dir: Path | None = None) -> Path:
+def base_for_restore(checkpoint: Path, settings: LoraSettings, model_dir: Path | None = None) -> Path:
     """The base model directory to put ``checkpoint``'s adapters on: ``model_dir`` when given, else the one the
     checkpoint names. Raises when its fingerprint is not the recorded one, or the settings' LoRA shape differs."""
     record = json.loads((Path(checkpoint) / BASE_RECORD_FILE).read_text())

@@ -16,7 +16,7 @@ from torch import nn
 
 from services.compute.cpu_features import cpu_has_native_bf16
 from services.inference.causal_lm import hf_model
-from services.settings import Settings
+from services.settings import TrainerSettings
 from trainer_svc.batching import MicroBatch
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS, head_logprobs_and_entropy
 
@@ -96,7 +96,7 @@ def autocast_for(device: torch.device, bf16: bool) -> AbstractContextManager[obj
     return nullcontext()
 
 
-def bf16_autocast(settings: Settings, device: torch.device) -> bool:
+def bf16_autocast(settings: TrainerSettings, device: torch.device) -> bool:
     """Whether the trainer's forward passes autocast to bf16 on `device`: `trainer_bf16` on CUDA,
     `trainer_bf16_cpu` on a CPU that multiplies bf16 natively."""
     if device.type == "cuda":

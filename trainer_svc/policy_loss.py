@@ -19,7 +19,7 @@ from services.algorithm.objectives import (
     trr_plus_plus_advantages_token_weighted,
 )
 from services.records import Episode
-from services.settings import Settings
+from services.settings import TrainerSettings
 from trainer_svc.batching import group_ids_of
 
 TrrStatistics = Literal["per-sample", "token-weighted"]
@@ -37,7 +37,7 @@ class PolicyLoss:
     behaviour_is_cap: float = 0.0  # 0: no truncated importance sampling of the engine/trainer mismatch
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> PolicyLoss:
+    def from_settings(cls, settings: TrainerSettings) -> PolicyLoss:
         return cls(clip_ratio_low=settings.clip_ratio_low, clip_ratio_high=settings.clip_ratio_high,
                    clip_ratio_c=settings.clip_ratio_c, loss_agg_mode=settings.loss_agg_mode,
                    loss_agg_micro_batch_size=settings.loss_agg_micro_batch_size,

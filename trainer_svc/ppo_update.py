@@ -36,7 +36,7 @@ from services.algorithm.objectives import (
 )
 from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
-from services.settings import Settings
+from services.settings import TrainerSettings
 from trainer_svc.batching import (
     MicroBatch,
     build_micro_batches,
@@ -210,12 +210,14 @@ class PolicyTrainer:
     """Owns the policy model and its AdamW optimizer; ``update`` applies one batch of episodes.
 
     Under torchrun, ``ranks`` says where this process sits and ``forward_module`` is the FSDP root around the
-    (already sharded) ``model`` (`fsdp_wrap.shard_policy`); in one process both stay None.
+    (already sharded) ``model`` (`fsdp_wrap.shard_policy`); in one process both stay None. ``on_micro_batch`` hears
+    every micro-batch's backward pass (a live progress display).
     """
 
-    def __init__(self, model: nn.Module, settings: Settings, *, pad_id: int, device: torch.device,
+    def __init__(self, model: nn.Module, settings: TrainerSettings, *, pad_id: int, device: torch.device,
                  optimizer: torch.optim.Optimizer | None = None, step: int = 0, policy_version: int = 0,
-                 ranks: RankInfo | None = None, forward_module: nn.Module | None = None) -> None:
+                 ranks: RankInfo | None = None, forward_module: nn.Module | None = None,
+                 on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> None:
         self.model = model.to(device)
         self.model.eval()  # no dropout in RL updates (as veRL); gradients still flow
         self.forward_module = forward_module if forward_module is not None else self.model
@@ -228,8 +230,7 @@ class PolicyTrainer:
         self.optimizer = optimizer or make_optimizer(self.model, settings)
         self.step = step
         self.policy_version = policy_version
-        self.on_micro_batch: Callable[[MicroBatchProgress], None] | None = None
-        """Called after every micro-batch's backward pass (a live progress display sets it)."""
+        self.on_micro_batch = on_micro_batch
 
     def advantages(self, episodes: Sequence[Episode]) -> torch.Tensor:
         """Eq 8 advantages [B], normalised within each (task type x role) group of this batch (settings:
@@ -320,7 +321,7 @@ class PolicyTrainer:
         return report
 
 
-def make_optimizer(model: nn.Module, settings: Settings) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module, settings: TrainerSettings) -> torch.optim.AdamW:
     """AdamW over every trainable parameter: constant lr, betas (0.9, 0.999), the settings' weight decay."""
     params = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=settings.learning_rate, betas=(0.9, 0.999),

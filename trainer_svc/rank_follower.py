@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from services.settings import Settings
+from services.json_types import JsonObject
+from services.settings import TrainerSettings
 from trainer_svc.rank_commands import (
     CheckpointCommand,
     ExportCommand,
@@ -24,9 +25,10 @@ from trainer_svc.weight_export import export_weights
 log = logging.getLogger(__name__)
 
 
-def follow_main_rank(loaded: LoadedPolicy, settings: Settings, run_dir: Path) -> int:
-    """Mirror rank 0's updates, weight exports and checkpoints until its `StopCommand`; returns how many updates this
-    rank ran."""
+def follow_main_rank(loaded: LoadedPolicy, settings: TrainerSettings, run_dir: Path,
+                     settings_record: JsonObject) -> int:
+    """Mirror rank 0's updates, weight exports and checkpoints (each with `settings_record`, the run's resolved
+    settings) until its `StopCommand`; returns how many updates this rank ran."""
     ranks = loaded.trainer.ranks
     if ranks is None or ranks.is_main:
         raise RuntimeError("follow_main_rank runs on the ranks other than 0 of a torchrun job")
@@ -39,7 +41,8 @@ def follow_main_rank(loaded: LoadedPolicy, settings: Settings, run_dir: Path) ->
         elif isinstance(command, ExportCommand):
             export_weights(loaded, run_dir, policy_version=command.policy_version)
         elif isinstance(command, CheckpointCommand):
-            checkpoint_trainer(loaded, run_dir, settings, policy_version=command.policy_version,
+            checkpoint_trainer(loaded, run_dir, settings, settings_record=settings_record,
+                               policy_version=command.policy_version,
                                applied_episode_ids=command.applied_episode_ids)
         elif isinstance(command, StopCommand):
             log.info("rank %d: stopping with rank 0 after %d updates", ranks.rank, updates)

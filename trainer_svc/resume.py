@@ -12,13 +12,15 @@ optimizer is built; a checkpoint then holds the adapters and names its base mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from services.settings import Settings
+from services.json_types import JsonObject
+from services.settings import TrainerSettings
 from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
 from trainer_svc.checkpoints import (
     checkpoint_name,
@@ -39,7 +41,7 @@ from trainer_svc.lora import (
 )
 from trainer_svc.optimizer_layout import BY_INDEX, BY_NAME, load_optimizer_state
 from trainer_svc.policy_forward import resolve_device
-from trainer_svc.ppo_update import PolicyTrainer
+from trainer_svc.ppo_update import MicroBatchProgress, PolicyTrainer
 from trainer_svc.rank_commands import CheckpointCommand, announce
 
 
@@ -73,43 +75,48 @@ def pad_id_of(tokenizer: Any) -> int:
     return int(pad)
 
 
-def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: Settings, ranks: RankInfo | None = None, *,
-                  step: int = 0, policy_version: int = 0, base_dir: Path | None = None) -> PolicyTrainer:
+def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: TrainerSettings, ranks: RankInfo | None = None,
+                  *, step: int = 0, policy_version: int = 0, base_dir: Path | None = None,
+                  on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> PolicyTrainer:
     """A trainer (with a fresh AdamW) over ``model``: on `settings.device` in one process, FSDP-sharded over the
     ranks under torchrun. With `settings.gradient_checkpointing` every decoder layer recomputes its activations in
     the backward pass, in both cases (under FSDP the layers are wrapped before they are sharded). With
-    `settings.lora_rank` > 0 (one process only) ``model``, loaded from ``base_dir``, first gets LoRA adapters and
-    AdamW covers them alone."""
+    `settings.lora.lora_rank` > 0 (one process only) ``model``, loaded from ``base_dir``, first gets LoRA adapters
+    and AdamW covers them alone. ``on_micro_batch``: the trainer's micro-batch callback (a live display)."""
+    lora = settings.lora
     if ranks is not None:
-        refuse_under_fsdp(settings)
-    elif settings.lora_rank > 0:
+        refuse_under_fsdp(lora)
+    elif lora.lora_rank > 0:
         if base_dir is None:
             raise ValueError("build_trainer with lora_rank > 0 needs the base model's directory (base_dir)")
-        model = add_adapters(model, settings, base_dir)
+        model = add_adapters(model, lora, base_dir)
     if settings.gradient_checkpointing:
         checkpoint_decoder_layers(model)
     if ranks is None:
         trainer = PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=resolve_device(settings.device),
-                                step=step, policy_version=policy_version)
-        if settings.lora_rank > 0 and settings.lora_dropout > 0:
+                                step=step, policy_version=policy_version, on_micro_batch=on_micro_batch)
+        if lora.lora_rank > 0 and lora.lora_dropout > 0:
             train_dropout(trainer.model)
         return trainer
     from trainer_svc.fsdp_wrap import shard_policy
 
     root = shard_policy(model, ranks, bf16=settings.trainer_bf16)
     return PolicyTrainer(model, settings, pad_id=pad_id_of(tokenizer), device=ranks.device, step=step,
-                         policy_version=policy_version, ranks=ranks, forward_module=root)
+                         policy_version=policy_version, ranks=ranks, forward_module=root,
+                         on_micro_batch=on_micro_batch)
 
 
-def fresh_trainer(model_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy:
+def fresh_trainer(model_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None, *,
+                  on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> LoadedPolicy:
     """A trainer at step 0, policy version 0, on the base model in ``model_dir``."""
     model, tokenizer = load_model_and_tokenizer(model_dir)
-    trainer = build_trainer(model, tokenizer, settings, ranks, base_dir=Path(model_dir))
+    trainer = build_trainer(model, tokenizer, settings, ranks, base_dir=Path(model_dir), on_micro_batch=on_micro_batch)
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
 
 
-def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = None,
-                    model_dir: Path | None = None) -> LoadedPolicy | None:
+def restore_trainer(run_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None,
+                    model_dir: Path | None = None, *,
+                    on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> LoadedPolicy | None:
     """The trainer exactly as the run's latest checkpoint saved it (weights, optimizer, step, version, RNG), or
     None when the run has no checkpoint yet. Either optimizer layout loads, on one process or any number of ranks.
     A LoRA checkpoint's adapters go on ``model_dir`` (default: the base model directory the checkpoint names),
@@ -118,14 +125,15 @@ def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = 
     if checkpoint is None:
         return None
     adapters = is_adapter_checkpoint(checkpoint)
-    if not adapters and settings.lora_rank > 0:
-        raise ValueError(f"{checkpoint} holds full weights (a run without LoRA) but lora_rank={settings.lora_rank}: "
+    lora = settings.lora
+    if not adapters and lora.lora_rank > 0:
+        raise ValueError(f"{checkpoint} holds full weights (a run without LoRA) but lora_rank={lora.lora_rank}: "
                          "set AZR_LORA_RANK=0 to resume it, or start a new run for LoRA")
-    source = base_for_restore(checkpoint, settings, model_dir) if adapters else checkpoint
+    source = base_for_restore(checkpoint, lora, model_dir) if adapters else checkpoint
     model, tokenizer = load_model_and_tokenizer(source)
     state = load_trainer_state(checkpoint, mmap=ranks is not None)
     trainer = build_trainer(model, tokenizer, settings, ranks, step=state.step, policy_version=state.policy_version,
-                            base_dir=source)
+                            base_dir=source, on_micro_batch=on_micro_batch)
     if adapters:
         load_adapters(trainer.model, checkpoint)
     load_optimizer_state(trainer.model, trainer.optimizer, state.optimizer, state.optimizer_layout,
@@ -135,16 +143,19 @@ def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = 
                         applied_episode_ids=state.applied_episode_ids, restored=True, checkpoint=checkpoint)
 
 
-def load_or_restore(run_dir: Path, model_dir: Path, settings: Settings,
-                    ranks: RankInfo | None = None) -> LoadedPolicy:
+def load_or_restore(run_dir: Path, model_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None, *,
+                    on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> LoadedPolicy:
     """Resume from the run's latest checkpoint when there is one, else start from the base model."""
-    return restore_trainer(run_dir, settings, ranks, model_dir) or fresh_trainer(model_dir, settings, ranks)
+    return (restore_trainer(run_dir, settings, ranks, model_dir, on_micro_batch=on_micro_batch)
+            or fresh_trainer(model_dir, settings, ranks, on_micro_batch=on_micro_batch))
 
 
-def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: Settings, *, policy_version: int,
+def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: TrainerSettings, *,
+                       settings_record: JsonObject, policy_version: int,
                        applied_episode_ids: list[str] | None = None) -> Path:
-    """Save the trainer as checkpoint ``policy_version`` (keeping the newest ``settings.keep_checkpoints``); the
-    trainer's policy version becomes ``policy_version``, the version its weights will be served as.
+    """Save the trainer as checkpoint ``policy_version`` (keeping the newest ``settings.keep_checkpoints``), with
+    ``settings_record`` (the run's resolved settings) as its settings.json; the trainer's policy version becomes
+    ``policy_version``, the version its weights will be served as.
 
     Under torchrun every rank calls this (rank 0 first announces it): all gather, rank 0 writes, all wait for it."""
     trainer = loaded.trainer
@@ -152,7 +163,7 @@ def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: Settings, 
     ranks = trainer.ranks
     if ranks is None:
         return save_checkpoint(run_dir, model=trainer.model, tokenizer=loaded.tokenizer, optimizer=trainer.optimizer,
-                               step=trainer.step, policy_version=policy_version, settings_json=settings.resolved(),
+                               step=trainer.step, policy_version=policy_version, settings_json=settings_record,
                                applied_episode_ids=applied_episode_ids, keep=settings.keep_checkpoints,
                                optimizer_layout=BY_INDEX)
     from trainer_svc.fsdp_wrap import gather_full_optimizer_state, gather_full_weights
@@ -165,7 +176,7 @@ def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: Settings, 
     path = checkpoints_root(run_dir) / checkpoint_name(policy_version)
     if ranks.is_main:
         path = save_checkpoint(run_dir, model=trainer.model, tokenizer=loaded.tokenizer, optimizer=None,
-                               step=trainer.step, policy_version=policy_version, settings_json=settings.resolved(),
+                               step=trainer.step, policy_version=policy_version, settings_json=settings_record,
                                applied_episode_ids=applied_episode_ids, keep=settings.keep_checkpoints,
                                model_state=weights, optimizer_state=optimizer_state, optimizer_layout=BY_NAME)
     wait_for_all(ranks)

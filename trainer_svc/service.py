@@ -20,9 +20,10 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, InferenceEngine, MetricSink, PolicyVersionBoard
 from services.records import Episode
-from services.settings import Settings
+from services.settings import LoraSettings, RolloutSettings, TrainerSettings
 from trainer_svc.batch_pool import BatchPool
 from trainer_svc.batching import BatchError, check_episode
 from trainer_svc.prometheus_metrics import TrainerMetrics
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 METRICS_FILE = "trainer_metrics.jsonl"
 
 
-def push_form(settings: Settings, engines: Sequence[InferenceEngine]) -> PushForm:
+def push_form(settings: LoraSettings, engines: Sequence[InferenceEngine]) -> PushForm:
     """`adapter` when the policy has LoRA adapters and its only engines apply adapters themselves (the embedded
     run's llama.cpp engine), else `merged` (SGLang servers, the torch engine)."""
     from services.inference.llama_cpp_engine import LlamaCppEngine
@@ -53,27 +54,30 @@ def push_form(settings: Settings, engines: Sequence[InferenceEngine]) -> PushFor
 class TrainerService:
     """Consumes episodes from ``queue`` and trains ``loaded.trainer`` on complete batches of B per group."""
 
-    def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
-                 applied_log: AppliedEpisodeLog, run_dir: Path, engines: Sequence[InferenceEngine] = (),
-                 board: PolicyVersionBoard | None = None, consumer: str = "trainer", read_count: int = 64,
-                 metrics: TrainerMetrics | None = None, sinks: Sequence[MetricSink] = ()) -> None:
-        """`sinks`: also write every update's line there (TensorBoard, W&B), keys prefixed `trainer/`, step = the
-        trainer's step."""
+    def __init__(self, *, loaded: LoadedPolicy, settings: TrainerSettings, rollout: RolloutSettings,
+                 settings_record: JsonObject, queue: EpisodeQueue, applied_log: AppliedEpisodeLog, run_dir: Path,
+                 engines: Sequence[InferenceEngine] = (), board: PolicyVersionBoard | None = None,
+                 consumer: str = "trainer", read_count: int = 64, metrics: TrainerMetrics | None = None,
+                 sinks: Sequence[MetricSink] = ()) -> None:
+        """Batches of the rollouts' B episodes per group, no episode staler than their `max_staleness`;
+        `settings_record`: the run's resolved settings, saved in every full checkpoint; `sinks`: also write every
+        update's line there (TensorBoard, W&B), keys prefixed `trainer/`, step = the trainer's step."""
         self.loaded = loaded
         self.sinks = list(sinks)
         self.last_applied: Applied | None = None  # the latest update: its report, pushed weights, checkpoint
         self.trainer = loaded.trainer
         self.settings = settings
+        self.max_staleness = rollout.max_staleness
         self.queue = queue
         self.run_dir = Path(run_dir)
         self.consumer = consumer
         self.read_count = read_count
-        self.pool = BatchPool(per_group=settings.batch_size)
+        self.pool = BatchPool(per_group=rollout.batch_size)
         self.counters = ServiceCounters()
         self.sync = ServerSync(engines, check_every_s=settings.server_check_every_s)
-        self.cycle = UpdateCycle(loaded=loaded, settings=settings, queue=queue, applied_log=applied_log,
-                                 run_dir=self.run_dir, sync=self.sync, board=board, counters=self.counters,
-                                 push_form=push_form(settings, engines))
+        self.cycle = UpdateCycle(loaded=loaded, settings=settings, settings_record=settings_record, queue=queue,
+                                 applied_log=applied_log, run_dir=self.run_dir, sync=self.sync, board=board,
+                                 counters=self.counters, push_form=push_form(settings.lora, engines))
         self._stale_since_update = 0
         self._vocab_size = int(getattr(self.trainer.model.config, "vocab_size", 0) or 0)
         self.metrics = metrics
@@ -120,7 +124,7 @@ class TrainerService:
                 self.counters.rejected += 1
                 log.error("episode %s rejected, not trained on: %s", episode.id, reason)
                 ack_now.append(delivery.delivery_id)
-            elif is_stale(episode, self.trainer.policy_version, self.settings.max_staleness):
+            elif is_stale(episode, self.trainer.policy_version, self.max_staleness):
                 self._count_stale(episode)
                 ack_now.append(delivery.delivery_id)
             else:
@@ -186,12 +190,12 @@ class TrainerService:
         self.counters.stale_dropped += 1
         self._stale_since_update += 1
         log.info("episode %s dropped as stale: policy version %d, trainer at %d, max staleness %d", episode.id,
-                 episode.policy_version, self.trainer.policy_version, self.settings.max_staleness)
+                 episode.policy_version, self.trainer.policy_version, self.max_staleness)
 
     def _drop_stale_waiting(self) -> None:
         """Episodes that went stale while waiting for their batch (the version just moved) leave the pool."""
         doomed = [e for e in self.pool.waiting()
-                  if is_stale(e, self.trainer.policy_version, self.settings.max_staleness)]
+                  if is_stale(e, self.trainer.policy_version, self.max_staleness)]
         ack_ids: list[str] = []
         for episode in doomed:
             self._count_stale(episode)

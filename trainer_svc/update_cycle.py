@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, PolicyVersionBoard
 from services.records import Episode
-from services.settings import Settings
+from services.settings import TrainerSettings
 from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy, checkpoint_trainer
 from trainer_svc.server_sync import ServerSync
@@ -62,15 +63,17 @@ class Applied:
 class UpdateCycle:
     """Owns the trainer's weights between full checkpoints: what was applied and not yet committed."""
 
-    def __init__(self, *, loaded: LoadedPolicy, settings: Settings, queue: EpisodeQueue,
-                 applied_log: AppliedEpisodeLog, run_dir: Path, sync: ServerSync,
+    def __init__(self, *, loaded: LoadedPolicy, settings: TrainerSettings, settings_record: JsonObject,
+                 queue: EpisodeQueue, applied_log: AppliedEpisodeLog, run_dir: Path, sync: ServerSync,
                  board: PolicyVersionBoard | None = None, counters: ServiceCounters | None = None,
                  push_form: PushForm = "merged") -> None:
-        """`push_form`: what every push writes (trainer_svc/weight_export.py)."""
+        """`settings_record`: the run's resolved settings, saved in every full checkpoint; `push_form`: what every
+        push writes (trainer_svc/weight_export.py)."""
         self.loaded = loaded
         self.push_form = push_form
         self.trainer = loaded.trainer
         self.settings = settings
+        self.settings_record = settings_record
         self.queue = queue
         self.applied_log = applied_log
         self.run_dir = Path(run_dir)
@@ -154,7 +157,8 @@ class UpdateCycle:
 
     def checkpoint(self) -> Path:
         """The first half of `commit`: the durable full checkpoint, listing the uncommitted episodes."""
-        path = checkpoint_trainer(self.loaded, self.run_dir, self.settings, policy_version=self.trainer.policy_version,
+        path = checkpoint_trainer(self.loaded, self.run_dir, self.settings, settings_record=self.settings_record,
+                                  policy_version=self.trainer.policy_version,
                                   applied_episode_ids=list(self.uncommitted))
         self.counters.checkpoints += 1
         return path

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 
 class ProfileChoice(StrEnum):
-    """A settings profile (services/settings.py)."""
+    """A settings profile (services/settings/)."""
 
     EMBEDDED = "embedded"
     DISTRIBUTED = "distributed"

@@ -13,8 +13,8 @@ import typer
 
 from azr.cli.choices import ProfileChoice
 from azr.cli.settings_options import cli_settings, command_line_values, config_option, env_var, setting_option
-from services.config_file import config_file_comments, read_config_file
-from services.settings import PROFILE_DEFAULTS, Settings
+from services.settings import PROFILE_DEFAULTS, Settings, settings_fields
+from services.settings.config_file import config_file_comments, read_config_file
 
 config_app = typer.Typer(help="Inspect the resolved settings.", no_args_is_help=True)
 
@@ -33,7 +33,7 @@ def show(
     settings = cli_settings(config, **flags)
     resolved = settings.resolved()
     if describe:
-        fields = Settings.model_fields
+        fields = settings_fields()
         sources = value_sources(settings, config, flags)
         resolved = {k: {"value": v, "description": fields[k].description, "source": sources[k]}
                     for k, v in resolved.items()}
@@ -44,10 +44,10 @@ def value_sources(settings: Settings, config_file: Path | None, flags: dict[str,
     """Where each setting's value came from, by field: the command line, an AZR_* variable, the config file (with
     the comment at the end of its line, where a preset cites the value's source), the profile's default or the
     field's own default."""
-    file_keys = set(read_config_file(config_file, Settings.model_fields)) if config_file is not None else set()
+    file_keys = set(read_config_file(config_file, settings_fields())) if config_file is not None else set()
     comments = config_file_comments(config_file) if config_file is not None else {}
     sources = {}
-    for field in Settings.model_fields:
+    for field in settings_fields():
         if field in flags:
             sources[field] = "command line"
         elif env_var(field) in os.environ:
@@ -55,8 +55,8 @@ def value_sources(settings: Settings, config_file: Path | None, flags: dict[str,
         elif field in file_keys:
             cited = f": {comments[field]}" if field in comments else ""
             sources[field] = f"config file {config_file}{cited}"
-        elif field in PROFILE_DEFAULTS.get(settings.profile, {}):
-            sources[field] = f"{settings.profile} profile default"
+        elif field in PROFILE_DEFAULTS.get(settings.run.profile, {}):
+            sources[field] = f"{settings.run.profile} profile default"
         else:
             sources[field] = "field default"
     return sources

@@ -26,7 +26,7 @@ def upgrade(
 
     from services.store import upgrade_database
 
-    url = cli_settings(**command_line_values(ctx, database_url=database_url)).database_url
+    url = cli_settings(**command_line_values(ctx, database_url=database_url)).storage.database_url
     try:
         revision = upgrade_database(url)
     except (SQLAlchemyError, ValueError) as error:

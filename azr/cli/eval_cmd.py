@@ -15,7 +15,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,7 +91,7 @@ def model_directory(model: str, settings: Settings | None = None) -> Iterator[Ev
             raise refuse(str(error)) from None
         yield EvaluatedPolicy(model_dir, checkpoint_version=version)
         return
-    if settings is not None and engine_kind(settings)[0] == "llama-cpp":
+    if settings is not None and engine_kind(settings.inference, settings.run)[0] == "llama-cpp":
         try:
             base = verified_base(checkpoint, json.loads((checkpoint / BASE_RECORD_FILE).read_text()))
         except (OSError, ValueError) as error:
@@ -154,7 +154,7 @@ def cruxeval(
         raise typer.BadParameter("must be at least 1", param_hint="--max-response-tokens")
     settings = cli_settings(**command_line_values(ctx, model=model))
     try:
-        rows = load_rows(data or settings.eval_data)
+        rows = load_rows(data or settings.observability.eval_data)
         if exclude_seeds:
             kept = held_out(rows, seed_programs(exclude_seeds))
             typer.echo(f"held out: {len(kept)} of {len(rows)} rows (the others' programs are in the seed files)",
@@ -166,44 +166,44 @@ def cruxeval(
     if not rows:
         raise refuse("no rows left to evaluate")
     splits = list(Split) if split is EvalSplit.BOTH else [Split(split.value)]
-    out_path = out or default_out_path(settings.run_root, settings.model, datetime.now(UTC))
-    with model_directory(settings.model, settings) as policy, open_output(out_path) as stream:
+    out_path = out or default_out_path(settings.run.run_root, settings.inference.model, datetime.now(UTC))
+    with model_directory(settings.inference.model, settings) as policy, open_output(out_path) as stream:
         evaluate_into(stream, settings, policy, rows, splits, batch_size=batch_size,
-                      max_new_tokens=max_response_tokens or settings.max_response_tokens)
+                      max_new_tokens=max_response_tokens or settings.rollout.max_response_tokens)
     typer.echo(f"per-sample results: {out_path}", err=True)
 
 
 def evaluate_into(stream: IO[str], settings: Settings, policy: EvaluatedPolicy, rows: list[CruxRow],
                   splits: list[Split], *, batch_size: int, max_new_tokens: int) -> None:
     """Load the model and the executor, evaluate, print the scores and write the samples to `stream`."""
-    from azr.factory import local_executor, rollouts
+    from azr.factory.parts import local_executor, rollouts
     from services.compute.torch_threads import threads_beside_executor
     from services.evaluation.runner import run_cruxeval
     from services.inference.engine_choice import build_local_engine
-    from services.inference.local_engine import LocalEngine
+    from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
     from services.ports import InferenceError
 
     say = lambda message: typer.echo(message, err=True)  # noqa: E731
     began = time.perf_counter()
-    with local_executor(settings) as executor:
+    workers = settings.executor.executor_workers
+    with ExitStack() as closers:
+        executor = local_executor(settings, closers)
         # every core while no check runs, the workers' leftover cores while one does (as the embedded run)
-        threads = threads_beside_executor(settings.torch_threads, settings.executor_workers, executor.jobs_running)
+        threads = threads_beside_executor(settings.run.torch_threads, workers, executor.jobs_running)
+        hooks = NO_HOOKS if threads is None else GenerationHooks(before_forward=threads.before_generation_forward,
+                                                                 generation_threads=threads.generation_threads)
         try:
-            engine = build_local_engine(policy.model_dir, settings, max_batch_rows=batch_size, say=say)
+            engine = build_local_engine(policy.model_dir, settings.inference, settings.run, max_batch_rows=batch_size,
+                                        say=say, hooks=hooks)
             if policy.adapter is not None:
                 engine.update_weights(str(policy.adapter), policy.checkpoint_version or 0)
         except InferenceError as error:
             raise refuse(str(error)) from None
-        if threads is not None:
-            if isinstance(engine, LocalEngine):
-                engine.before_forward = threads.before_generation_forward
-            else:
-                engine.generation_threads = threads.generation_threads
-        say(f"model {settings.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} prompts) in "
-            f"{time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
+        say(f"model {settings.inference.model} loaded ({engine.model_info()['device']}, {engine.prompt_form} "
+            f"prompts) in {time.perf_counter() - began:.1f} s; {len(rows)} rows x {len(splits)} split(s), greedy, "
             f"at most {max_new_tokens} tokens")
-        report = run_cruxeval(rollouts(settings, engine), executor, rows, splits, max_new_tokens=max_new_tokens,
-                              batch_size=batch_size, check_parallelism=settings.executor_workers * 2,
+        report = run_cruxeval(rollouts(settings, closers, engine), executor, rows, splits,
+                              max_new_tokens=max_new_tokens, batch_size=batch_size, check_parallelism=workers * 2,
                               progress=say)
     for sample in report.samples:
         stream.write(sample.model_copy(update={"checkpoint_version": policy.checkpoint_version}).model_dump_json()

@@ -7,6 +7,7 @@ import functools
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,13 +62,15 @@ def validate(
 ) -> None:
     """Validate every row of FILE through the sandbox; print one JSON line per row to stdout. Exit status 2 when a
     line was not a usable row (the others are still validated)."""
-    from azr.factory import local_executor
+    from azr.factory.parts import local_executor
 
     settings = cli_settings(**command_line_values(ctx, {"backend": "executor_backend", "workers": "executor_workers"},
                                                   backend=backend, workers=workers))
     task_name = task.value if task is not None else None
     bad_rows = 0
-    with local_executor(settings) as executor, ThreadPoolExecutor(max_workers=settings.executor_workers * 2) as pool:
+    with ExitStack() as closers:
+        executor = local_executor(settings, closers)
+        pool = closers.enter_context(ThreadPoolExecutor(max_workers=settings.executor.executor_workers * 2))
         futures = []
         for number, row, problem in read_jsonl_rows(file):
             if row is None:
@@ -93,32 +96,7 @@ def executor_worker(
     queue: Annotated[str | None, setting_option("executor_queue", "RQ queue to serve.")] = None,
 ) -> None:
     """Serve the pipeline's executor jobs from the RQ queue `executor` with one long-lived sandbox pool."""
-    import redis
-    from prometheus_client import CollectorRegistry
-    from rq import Queue
-
-    from azr.factory import local_executor
-    from executor_svc.jobs import install_executor
-    from executor_svc.rq_worker import ExecutorWorker
-    from services.http.metrics_endpoint import serve_metrics
+    from azr.factory.executor_worker import open_executor_worker
 
     settings = cli_settings(**command_line_values(ctx, {"queue": "executor_queue"}, queue=queue))
-    connection = redis.Redis.from_url(settings.redis_url)
-    # Jobs run in this process (SimpleWorker), so the executor records into this process's registry.
-    registry = CollectorRegistry()
-    endpoint = serve_metrics(registry, settings.executor_metrics_port, settings.metrics_address)
-    executor = local_executor(settings, registry)
-    install_executor(executor)
-    worker = ExecutorWorker(
-        [Queue(settings.executor_queue, connection=connection)],
-        connection=connection,
-        name=name,
-        maintenance_interval=maintenance_interval_s,
-    )
-    try:
-        worker.work(burst=burst, with_scheduler=False)
-    finally:
-        install_executor(None)
-        executor.close()
-        if endpoint is not None:
-            endpoint.close()
+    open_executor_worker(settings, name=name, maintenance_interval_s=maintenance_interval_s).run(burst=burst)

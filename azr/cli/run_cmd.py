@@ -20,29 +20,20 @@ import typer
 from azr.cli.exit_codes import bad_input
 from azr.cli.settings_options import cli_settings, command_line_values, config_option, setting_option
 from services.inference.model_registry import MODEL_HELP
-
-RESUMED_FROM_FILE = {"run_id", "run_root", "profile", "model", "seed", "batch_size", "max_response_tokens",
-                     "max_prompt_tokens", "learnability_samples", "references_k", "induction_inputs", "temperature",
-                     "top_p", "learning_rate", "entropy_coef", "micro_batch_size", "seed_multiplier",
-                     "seed_max_rounds", "buffer_cap", "executor_workers", "executor_timeout_s", "device",
-                     "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size",
-                     "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports",
-                     "skip_zero_advantage_batches", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules",
-                     "weight_decay", "grad_clip", "ppo_epochs", "micro_batch_tokens", "logprob_chunk_tokens",
-                     "gradient_checkpointing", "trainer_bf16", "trainer_bf16_cpu", "local_engine_dtype",
-                     "local_engine_int8", "local_engine_int8_keep_float", "local_engine_int8_per_channel",
-                     "behaviour_is_cap"}
-"""Settings a resumed run takes from its saved settings.json (sizes, algorithm, and what fixes an update's numbers:
-its precision and how it is split), unless given again: the updates it remakes from the store equal the lost ones
-bit for bit only under the same settings, on the same CPU, with the same thread count (`update_threads`)."""
+from services.settings import resumed_fields
 
 
 def _resume_overrides(run_dir: Path) -> dict[str, Any]:
+    """The settings a resumed run takes from its settings.json (what each section declares in `RESUMED`: sizes,
+    algorithm, and what fixes an update's numbers, its precision and how it is split), unless given again: the
+    updates it remakes from the store equal the lost ones bit for bit only under the same settings, on the same CPU,
+    with the same thread count (`update_threads`). settings.json is flat, in every version: a run saved before the
+    settings had sections resumes the same way."""
     saved_path = run_dir / "settings.json"
     if not saved_path.is_file():
         raise typer.BadParameter(f"{run_dir} has no settings.json: not a run directory", param_hint="--resume")
     saved = json.loads(saved_path.read_text())
-    values = {key: saved[key] for key in RESUMED_FROM_FILE if key in saved}
+    values = {key: saved[key] for key in resumed_fields() if key in saved}
     if "clip_eps" in saved:  # saved before the clip range had two sides: its ε was symmetric
         values.setdefault("clip_ratio_low", saved["clip_eps"])
         values.setdefault("clip_ratio_high", saved["clip_eps"])
@@ -74,13 +65,9 @@ def run(
     """Run Absolute Zero self-play (the embedded profile): propose, validate, solve, reward, update — with a live
     progress display."""
     from azr.cli.live_progress import RunDisplay
-    from azr.embedded_run import EmbeddedRun, embedded_database_url
-    from azr.run_api import start_run_api
-    from services.coordinator.prometheus_metrics import CoordinatorMetrics
-    from services.coordinator.step_metrics import MetricsLog
+    from azr.factory.embedded import embedded_database_url, open_embedded_run
     from services.inference.model_registry import resolve_model
     from services.ports import InferenceError
-    from services.reporting.metric_sinks import open_metric_sinks
 
     overrides: dict[str, Any] = _resume_overrides(resume) if resume is not None else {}
     given = command_line_values(ctx, model=model, steps=steps, run_id=run_id, batch_size=batch_size,
@@ -93,35 +80,25 @@ def run(
     elif no_seed_file:
         overrides["seed_files"] = []
     settings = cli_settings(config, **overrides)
-    if settings.profile != "embedded":
+    if settings.run.profile != "embedded":
         raise bad_input("`azr run` is the embedded profile (AZR_PROFILE or the config file says "
-                        f"{settings.profile!r}); the distributed one runs as services (`azr coordinator`, "
+                        f"{settings.run.profile!r}); the distributed one runs as services (`azr coordinator`, "
                         "`azr trainer`, ...: see docs/deploy.md)")
     try:
-        resolve_model(settings.model)  # an unknown or absent model is bad input: say so before anything starts
+        resolve_model(settings.inference.model)  # an unknown or absent model is bad input: before anything starts
     except InferenceError as error:
         raise bad_input(str(error)) from None
-    settings = settings.model_copy(update={"database_url": embedded_database_url(settings)})
+    settings = settings.with_values(database_url=embedded_database_url(settings))
     saved = settings.save_resolved()
     display = RunDisplay()  # messages, and a live bar (tokens/s, ETA) for every generation batch
     say = display.say
-    say(f"run {settings.run_id}: settings saved to {saved}")
-    prometheus = CoordinatorMetrics()
+    say(f"run {settings.run.run_id}: settings saved to {saved}")
     try:
-        embedded = EmbeddedRun(settings, progress=say, prometheus=prometheus)
+        embedded = open_embedded_run(settings, say, on_decode_step=display.decode_step)
     except BaseException:
         display.close()
         raise
-    embedded.engine.on_decode_step = display.decode_step
-    try:
-        # The loop's metrics log, with the sinks the settings ask for (TensorBoard, W&B) beside metrics.jsonl.
-        embedded.loop.metrics = MetricsLog(settings.run_dir / "metrics.jsonl", sinks=open_metric_sinks(settings, say))
-        api = start_run_api(settings, embedded.store, embedded.executor, prometheus.registry, say)
-    except BaseException:
-        embedded.loop.metrics.close()
-        embedded.close()
-        display.close()
-        raise
+    api = embedded.api
     if api is not None:
         say(f"dashboard: {api.url}/dashboard  (buffers {api.url}/v1/buffers, metrics {api.url}/metrics; "
             f"POST {api.url}/v1/seeds with 'Authorization: Bearer' and {api.token_source})")
@@ -139,9 +116,6 @@ def run(
         lines = embedded.run()
     finally:
         signal.signal(signal.SIGINT, previous)
-        if api is not None:
-            api.close()
-        embedded.loop.metrics.close()
         embedded.close()
         display.close()
-    say(f"done: {len(lines)} step(s) this session; metrics in {settings.run_dir / 'metrics.jsonl'}")
+    say(f"done: {len(lines)} step(s) this session; metrics in {settings.run.run_dir / 'metrics.jsonl'}")

@@ -4,6 +4,7 @@ is not a usable row makes the exit status 2 (bad input; the other rows are still
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -31,20 +32,16 @@ def import_file(
     """Validate every row (in-process sandboxes, or RQ jobs when AZR_QUEUE_BACKEND=redis) and store the valid
     ones with source=seed; print a JSON summary (stored, duplicate, rejected by status). Exit status 2 when a line
     could not be read as a row."""
-    from azr.factory import code_executor, triplet_store
+    from azr.factory.parts import code_executor, triplet_store
     from services.store.seed_import import INVALID_ROW, import_seeds
 
     settings = cli_settings(**command_line_values(ctx, {"backend": "executor_backend"}, database_url=database_url,
                                                   backend=backend))
-    executor = code_executor(settings)
-    try:
-        with triplet_store(settings, create=True) as store:
-            summary = import_seeds(file, executor, store, buffer=buffer.value,
-                                   parallel=settings.executor_workers * 2)
-    finally:
-        close = getattr(executor, "close", None)
-        if callable(close):
-            close()
+    with ExitStack() as closers:
+        executor = code_executor(settings, closers)
+        store = closers.enter_context(triplet_store(settings, create=True))
+        summary = import_seeds(file, executor, store, buffer=buffer.value,
+                               parallel=settings.executor.executor_workers * 2)
     sys.stdout.write(summary.model_dump_json() + "\n")
     if summary.rejected.get(INVALID_ROW):
         typer.echo(f"{summary.rejected[INVALID_ROW]} row(s) could not be read", err=True)

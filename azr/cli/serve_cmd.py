@@ -5,14 +5,16 @@ unusable model exit with status 2."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 import typer
 
 from azr.cli.exit_codes import bad_input
 from azr.cli.settings_options import cli_settings, setting_option
 from services.inference.model_registry import MODEL_HELP
-from services.settings import Settings
+
+Opened = TypeVar("Opened")
 
 serve_app = typer.Typer(help="Start an HTTP service.", no_args_is_help=True)
 
@@ -24,15 +26,11 @@ def serve_executor_debug(
 ) -> None:
     """The executor's debugging API (`POST /v1/execute`, behind AZR_API_TOKEN) over an in-process sandbox pool; not
     part of the pipeline, whose executor jobs `azr worker executor` serves from the RQ queue."""
-    import uvicorn
-
-    from azr.factory import local_executor
-    from executor_svc.http_app import create_executor_app
+    from azr.factory.apis import open_executor_debug_api
 
     settings = cli_settings(production=True)
-    with local_executor(settings) as executor:
-        uvicorn.run(create_executor_app(executor, settings.api_token, settings.max_request_bytes), host=host,
-                    port=port)
+    with open_executor_debug_api(settings) as api:
+        api.serve(host, port)
 
 
 @serve_app.command("inference")
@@ -45,60 +43,28 @@ def serve_inference(
     """An SGLang-wire-compatible server (/generate, /update_weights_from_disk, ...) over the local engine. With
     AZR_SGLANG_ADMIN_API_KEY set, its control endpoints (pause, update weights, continue) require that key, as SGLang's
     `--admin-api-key` does."""
-    import uvicorn
-
-    from services.compute.torch_threads import configure_torch_threads
-    from services.inference.engine_choice import build_local_engine
-    from services.inference.model_registry import resolve_model
-    from services.inference.sglang_server import create_inference_app
-    from services.ports import InferenceError
+    from azr.factory.apis import open_inference_server
 
     settings = cli_settings()
-    configure_torch_threads(settings.torch_threads, executor_workers=0)  # this process only generates
-    try:
-        engine = build_local_engine(resolve_model(model or settings.model), settings, seed=seed,
-                                    say=lambda line: typer.echo(line, err=True))
-    except InferenceError as exc:  # a missing package or model directory: say which, no traceback
-        raise bad_input(f"azr serve inference: {exc}") from None
-    key = settings.sglang_admin_api_key.get_secret_value() if settings.sglang_admin_api_key is not None else None
-    uvicorn.run(create_inference_app(engine, admin_api_key=key), host=host, port=port)
+    with starting(lambda: open_inference_server(settings, model=model, seed=seed,
+                                                say=lambda line: typer.echo(line, err=True))) as server:
+        server.serve(host, port)
 
 
-def build_inference_engine(settings: Settings) -> Any:
-    """The engine behind `POST /v1/propose` and `POST /v1/solve` (azr.factory.inference_engine). With SGLang only
-    the served model's tokenizer is loaded, from the directory the model-prep step prepared: nothing is built,
-    converted or written, so an API runs on a read-only root with the model volume mounted read-only. A missing model
-    or package exits with its reason (status 2), not a traceback."""
-    from azr.factory import inference_engine
-    from services.ports import InferenceError
+def starting(open_process: Callable[[], Opened]) -> Opened:
+    """What `open_process` builds (a service's process, its engine); what the settings ask for and this machine
+    cannot give (an absent model or package) exits with its reason (status 2), not a traceback."""
+    from azr.factory.process import CannotStart
 
     try:
-        return inference_engine(settings)
-    except InferenceError as exc:
-        raise bad_input(f"cannot load the inference engine: {exc}") from None
+        return open_process()
+    except CannotStart as error:
+        raise bad_input(str(error)) from None
 
 
 INFERENCE_OPTION = typer.Option("--inference/--no-inference",
                                 help="Also serve the rollout route with the settings' inference engine (AZR_MODEL, "
                                      "AZR_INFERENCE_BACKEND); --no-inference serves the rest without loading a model.")
-
-
-def _close(*resources: Any) -> None:
-    """Close what was opened (engines, executors, stores), skipping what was never built or has no close()."""
-    for resource in resources:
-        close = getattr(resource, "close", None)
-        if close is not None:
-            close()
-
-
-def _redis_checks(settings: Settings) -> dict[str, Any]:
-    if settings.queue_backend != "redis":
-        return {}
-    import redis
-
-    from services.http.ops import redis_check
-
-    return {"redis": redis_check(redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5))}
 
 
 @serve_app.command("proposer")
@@ -112,23 +78,12 @@ def serve_proposer(
 ) -> None:
     """proposer_api: the buffers, `POST /v1/seeds` and `POST /v1/propose`, over the settings' database, executor
     and inference engine."""
-    import uvicorn
-
-    from azr.factory import code_executor, triplet_store
-    from proposer_api.app import create_proposer_app
+    from azr.factory.apis import open_proposer_api
 
     settings = cli_settings(production=True)
-    migrate = settings.profile == "embedded" if upgrade_db is None else upgrade_db
-    store = triplet_store(settings, create=migrate)
-    executor = code_executor(settings)
-    engine = None
-    try:
-        store.initialise()
-        engine = build_inference_engine(settings) if inference else None
-        app = create_proposer_app(settings, store, executor, extra_checks=_redis_checks(settings), engine=engine)
-        uvicorn.run(app, host=host, port=port)
-    finally:
-        _close(engine, executor, store)
+    migrate = settings.run.profile == "embedded" if upgrade_db is None else upgrade_db
+    with starting(lambda: open_proposer_api(settings, migrate=migrate, inference=inference)) as api:
+        api.serve(host, port)
 
 
 @serve_app.command("solver")
@@ -138,17 +93,8 @@ def serve_solver(
     inference: Annotated[bool, INFERENCE_OPTION] = True,
 ) -> None:
     """solver_api: `POST /v1/solve` over the settings' inference engine, answers checked by its executor."""
-    import uvicorn
-
-    from azr.factory import code_executor
-    from solver_api.app import create_solver_app
+    from azr.factory.apis import open_solver_api
 
     settings = cli_settings(production=True)
-    executor = code_executor(settings)
-    engine = None
-    try:
-        engine = build_inference_engine(settings) if inference else None
-        app = create_solver_app(settings, executor, extra_checks=_redis_checks(settings), engine=engine)
-        uvicorn.run(app, host=host, port=port)
-    finally:
-        _close(engine, executor)
+    with starting(lambda: open_solver_api(settings, inference=inference)) as api:
+        api.serve(host, port)

@@ -1,11 +1,11 @@
-"""How `azr` commands turn their options into the one Settings object, and the options that stand for settings.
+"""How `azr` commands turn their options into the settings, and the options that stand for settings.
 
 Every command builds its settings with `cli_settings`: the values given on the command line are the top layer, then
 the `AZR_*` environment, then the config file (`--config FILE` / AZR_CONFIG), then profile and field defaults
-(services/config_file.py). An option that stands for a setting (`setting_option`) shows its environment variable and
-its default in `--help`; typer reads that variable too, but `command_line_values` passes on only what was typed, so
-the environment keeps its own place beneath the flags (and beneath a resumed run's saved settings). Settings that do
-not hold exit with status 2 (EXIT_BAD_INPUT) and say which value, from where, is wrong.
+(services/settings/config_file.py). An option that stands for a setting (`setting_option`) shows its environment
+variable and its default in `--help`; typer reads that variable too, but `command_line_values` passes on only what
+was typed, so the environment keeps its own place beneath the flags (and beneath a resumed run's saved settings).
+Settings that do not hold exit with status 2 (EXIT_BAD_INPUT) and say which value, from where, is wrong.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import typer
 from pydantic import ValidationError
 
 from azr.cli.exit_codes import bad_input
-from services.config_file import CONFIG_ENV_VAR, ConfigFileError, read_config_file
-from services.settings import PROFILE_DEFAULTS, Settings, load_settings
+from services.settings import FIELD_PLACES, PROFILE_DEFAULTS, Settings, load_settings, settings_fields
+from services.settings.config_file import CONFIG_ENV_VAR, ConfigFileError, read_config_file
 
 CONFIG_HELP = ("TOML file of settings (keys: `azr config show` names; examples in configs/), beneath AZR_* variables "
                "and flags.")
@@ -42,7 +42,7 @@ def field_default(field: str, profile: str | None = None) -> Any:
     """A field's default in `profile` (its profile default, else the field's own)."""
     if profile is not None and field in PROFILE_DEFAULTS.get(profile, {}):
         return PROFILE_DEFAULTS[profile][field]
-    info = Settings.model_fields[field]
+    info = settings_fields()[field]
     return info.get_default(call_default_factory=True)
 
 
@@ -88,10 +88,20 @@ def cli_settings(config_file: Path | None = None, *, production: bool = False, *
         raise bad_input(describe_settings_error(error, config_file, flags)) from None
     if production:
         try:
-            settings.require_production_secrets()
+            settings.api.require_production_secrets()
         except RuntimeError as error:
             raise bad_input(str(error)) from None
     return settings
+
+
+def setting_named(location: tuple[int | str, ...]) -> str:
+    """The setting a validation error's location points at, by its flat name (`("rollout", "batch_size")` ->
+    `batch_size`, `("inference", "sglang_urls", 0)` -> `sglang_urls`); a name outside the sections (an unknown
+    one) is the location's first part."""
+    for part in location:
+        if isinstance(part, str) and part in FIELD_PLACES:
+            return part
+    return str(location[0]) if location else "settings"
 
 
 def describe_settings_error(error: ValidationError, config_file: Path | None, flags: dict[str, Any]) -> str:
@@ -99,12 +109,12 @@ def describe_settings_error(error: ValidationError, config_file: Path | None, fl
     file_keys: set[str] = set()
     if config_file is not None:
         try:
-            file_keys = set(read_config_file(config_file, Settings.model_fields))
+            file_keys = set(read_config_file(config_file, settings_fields()))
         except ConfigFileError:
             pass
     lines = ["invalid settings:"]
     for problem in error.errors():
-        field = str(problem["loc"][0]) if problem["loc"] else "settings"
+        field = setting_named(problem["loc"])
         if field in flags and flags[field] is not None:
             origin = "the command line"
         elif env_var(field) in os.environ:

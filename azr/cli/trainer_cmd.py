@@ -44,76 +44,37 @@ def trainer(
     config: Annotated[Path | None, config_option()] = None,
 ) -> None:
     """Train on episodes from the run's Redis episode stream until stopped (distributed profile)."""
-    from azr.factory import episode_channels
-    from services.http.metrics_endpoint import serve_metrics
-    from services.inference.model_registry import resolve_model
-    from services.ports import InferenceError
-    from services.reporting.metric_sinks import open_metric_sinks
-    from trainer_svc.distributed_env import broadcast_from_main, join_torchrun_job, shutdown
-    from trainer_svc.prometheus_metrics import TrainerMetrics
-    from trainer_svc.rank_follower import follow_main_rank, release_followers
-    from trainer_svc.resume import load_or_restore
-    from trainer_svc.service import TrainerService
+    from azr.factory.process import CannotStart
+    from azr.factory.trainer import FollowerRank, open_trainer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = cli_settings(config, profile="distributed", **command_line_values(ctx, run_id=run_id, model=model))
-    if settings.queue_backend != "redis":
+    if settings.storage.queue_backend != "redis":
         raise bad_input("azr trainer consumes the Redis episode stream: set AZR_QUEUE_BACKEND=redis "
                         "(the embedded profile trains inside `azr run`)")
     _refuse_lora_under_torchrun(settings)  # before any rank loads weights
-    from services.compute.torch_threads import configure_torch_threads
-
-    configure_torch_threads(settings.torch_threads, executor_workers=0)  # the trainer runs no sandbox workers
-    ranks = join_torchrun_job(settings.device)  # None unless torchrun started this process
     try:
-        model_dir = resolve_model(settings.model) if ranks is None or ranks.is_main else Path()
-    except InferenceError as error:
+        process = open_trainer(settings, consumer=consumer, push=push,
+                               say=lambda message: typer.echo(message, err=True))
+    except CannotStart as error:
         raise bad_input(str(error)) from None
-    if ranks is not None:  # rank 0 resolves (a conversion happens once); the others load its directory
-        model_dir = Path(broadcast_from_main(str(model_dir), ranks))
-    loaded = load_or_restore(settings.run_dir, model_dir, settings, ranks)
-    if ranks is not None and not ranks.is_main:
+    if isinstance(process, FollowerRank):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)  # rank 0 stops the job, at an update boundary
-        follow_main_rank(loaded, settings, settings.run_dir)
-        shutdown()
+        process.run()
         return
-    engines = []
-    if push:
-        from services.inference.sglang_client import SGLangClient
-
-        engines.append(SGLangClient.from_settings(settings, model_dir))
-    channels = episode_channels(settings)
-    board = channels.board
-    metrics = TrainerMetrics()
-    sinks = open_metric_sinks(settings, lambda message: typer.echo(message, err=True))
-    service = TrainerService(loaded=loaded, settings=settings, queue=channels.queue,
-                             applied_log=channels.applied_log, run_dir=settings.run_dir,
-                             engines=engines, board=board, consumer=consumer,
-                             read_count=6 * settings.batch_size, metrics=metrics, sinks=sinks)
-    endpoint = serve_metrics(metrics.registry, settings.trainer_metrics_port, settings.metrics_address)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    origin = f"checkpoint {loaded.checkpoint}" if loaded.restored else f"base model {loaded.source}"
-    origin += f", LoRA r={settings.lora_rank} on {loaded.source}" if settings.lora_rank > 0 else ""
-    layout = f", FSDP over {ranks.world_size} ranks on {ranks.device.type}" if ranks is not None else ""
-    typer.echo(f"trainer {consumer}: run {settings.run_id} from {origin}, step {loaded.trainer.step}, "
-               f"policy version {loaded.trainer.policy_version}{layout}")
-    try:
-        reports = service.run(max_updates=max_updates, stop=stop, block_s=block_s)
-    finally:
-        if endpoint is not None:
-            endpoint.close()
-        for sink in sinks:
-            sink.close()
-    release_followers(loaded)  # not on an exception: torchrun then stops every rank
-    shutdown()
-    c = service.counters
+    loaded = process.loaded
+    typer.echo(f"trainer {consumer}: run {settings.run.run_id} from {process.origin()}, step {loaded.trainer.step}, "
+               f"policy version {loaded.trainer.policy_version}{process.layout()}")
+    reports = process.run(max_updates=max_updates, stop=stop, block_s=block_s)
+    c = process.service.counters
     typer.echo(f"trainer stopped after {len(reports)} updates: step {loaded.trainer.step}, policy version "
                f"{loaded.trainer.policy_version}, stale {c.stale_dropped}, duplicates {c.duplicates_skipped}, "
                f"rejected {c.rejected}, full checkpoints {c.checkpoints}, server re-pushes "
-               f"{service.sync.counters.repushes}")
+               f"{process.service.sync.counters.repushes}")
 
 
 def _refuse_lora_under_torchrun(settings: Settings) -> None:
@@ -123,6 +84,6 @@ def _refuse_lora_under_torchrun(settings: Settings) -> None:
 
     if launched_by_torchrun():
         try:
-            refuse_under_fsdp(settings)
+            refuse_under_fsdp(settings.trainer.lora)
         except ValueError as error:
             raise bad_input(str(error)) from None

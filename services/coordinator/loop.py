@@ -57,8 +57,6 @@ class SelfPlayLoop:
         self.run_id, self.step_runner, self.store, self.metrics = run_id, step_runner, store, metrics
         self.options, self.updater, self.versions = options, updater, versions
         self.say = progress or (lambda _message: None)
-        if hasattr(step_runner, "progress"):
-            step_runner.progress = self.say
         self.on_step = on_step
         self.policy_wait_s = 0.0  # how long the last step waited for the trainer's policy version
         self.evaluation = evaluation  # runs after the step's update, so it measures the policy that step produced

@@ -112,12 +112,14 @@ class SelfPlayStep:
     """Runs steps of Algorithm 1 against the ports; owns a thread pool for executor calls."""
 
     def __init__(self, *, run_id: str, store: TripletStore, executor: CodeExecutor, rollouts: Rollouts,
-                 episodes: EpisodeQueue, config: StepConfig, executor_parallelism: int = 8) -> None:
+                 episodes: EpisodeQueue, config: StepConfig, executor_parallelism: int = 8,
+                 progress: Callable[[str], None] | None = None) -> None:
+        """`progress`: a line at each of the step's phases (the run's progress display; default: none)."""
         self.run_id, self.store, self.executor, self.rollouts = run_id, store, executor, rollouts
         self.episodes, self.config = episodes, config
         self.pool = ThreadPoolExecutor(max_workers=executor_parallelism, thread_name_prefix="azr-coordinator")
         self.answers = AnswerHistory()  # answer diversity (App. C.4) over this process's past valid tasks
-        self.progress: Callable[[str], None] = lambda _message: None  # the loop sets its progress display here
+        self.progress: Callable[[str], None] = progress or (lambda _message: None)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

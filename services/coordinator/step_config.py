@@ -1,4 +1,4 @@
-"""The sizes and sampling of one self-play step, from Settings (the embedded profile only shrinks sizes)."""
+"""The sizes and sampling of one self-play step, from the rollout settings (the embedded profile only shrinks sizes)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from services.algorithm.prompts import ReferenceTriplet
 from services.ports import SamplingParams
 from services.records import Triplet
-from services.settings import Settings
+from services.settings import RolloutSettings
 
 
 @dataclass(frozen=True)
 class StepConfig:
-    """The sizes and sampling of one step (from Settings; the embedded profile only shrinks sizes)."""
+    """The sizes and sampling of one step (from `RolloutSettings`; the embedded profile only shrinks sizes)."""
 
     batch_size: int  # B per (task type x role)
     references_k: int  # K
@@ -29,7 +29,7 @@ class StepConfig:
     proposer_invalid_task_reward: float = -1.0  # a well-formed proposal whose task is invalid (the paper: −1)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> StepConfig:
+    def from_settings(cls, settings: RolloutSettings) -> StepConfig:
         return cls(batch_size=settings.batch_size, references_k=settings.references_k,
                    learnability_samples=settings.learnability_samples, induction_inputs=settings.induction_inputs,
                    max_response_tokens=settings.max_response_tokens, temperature=settings.temperature,

@@ -15,7 +15,7 @@ from services.evaluation.cruxeval import CruxRow, Split, metrics_keys
 from services.evaluation.dataset import load_rows
 from services.evaluation.runner import Progress, run_cruxeval
 from services.ports import CodeExecutor, Rollouts
-from services.settings import Settings
+from services.settings import ObservabilitySettings, RolloutSettings
 
 EVAL_CHUNK_TASKS = 64
 """Tasks per solve call: one HTTP request's worth in the distributed profile (the local engine batches further)."""
@@ -43,16 +43,17 @@ class PeriodicEvaluation:
         self.say = progress or (lambda _message: None)
 
     @classmethod
-    def from_settings(cls, settings: Settings, rollouts: Rollouts, executor: CodeExecutor,
-                      progress: Progress | None = None) -> PeriodicEvaluation | None:
+    def from_settings(cls, settings: ObservabilitySettings, rollout: RolloutSettings, rollouts: Rollouts,
+                      executor: CodeExecutor, progress: Progress | None = None) -> PeriodicEvaluation | None:
         """None when `eval_every_steps` is 0; otherwise reads `eval_data` now, so a missing or malformed file
-        stops the coordinator at start (EvalDataError naming the line), not k steps later."""
+        stops the coordinator at start (EvalDataError naming the line), not k steps later. Answers are as long as
+        the rollouts' (`max_response_tokens`) and checked as many at once as the step's."""
         if settings.eval_every_steps == 0:
             return None
         rows = load_rows(Path(settings.eval_data), settings.eval_limit)
         return cls(every_steps=settings.eval_every_steps, rows=rows, rollouts=rollouts, executor=executor,
-                   max_new_tokens=settings.max_response_tokens,
-                   check_parallelism=settings.coordinator_executor_parallelism, progress=progress)
+                   max_new_tokens=rollout.max_response_tokens,
+                   check_parallelism=rollout.coordinator_executor_parallelism, progress=progress)
 
     def due(self, step: int) -> bool:
         """Whether step `step` ends with an evaluation (every k-th step: k, 2k, ...)."""

@@ -1,4 +1,4 @@
-"""Which in-process engine a process runs (`Settings.local_engine`), and the GGUF the llama.cpp engine loads.
+"""Which in-process engine a process runs (`local_engine`), and the GGUF the llama.cpp engine loads.
 
 `auto` takes llama.cpp on a CPU where llama-cpp-python imports and the torch engine elsewhere (CUDA, or the package
 missing), and says which and why; `llama-cpp` insists (InferenceError naming `make engine` when it cannot run);
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
 
 from services.inference import llama_cpp_runtime
+from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
 from services.inference.model_registry import (
     RELEASES,
     converted_model_path,
@@ -25,7 +26,7 @@ from services.inference.model_registry import (
     resolve_gguf,
 )
 from services.ports import InferenceError
-from services.settings import Settings
+from services.settings import InferenceSettings, RunSettings
 
 if TYPE_CHECKING:
     from services.inference.llama_cpp_engine import LlamaCppEngine
@@ -39,14 +40,15 @@ EngineKind = Literal["torch", "llama-cpp"]
 Say = Callable[[str], None]
 
 
-def engine_kind(settings: Settings) -> tuple[EngineKind, str]:
-    """(the engine `settings` asks for on this machine, why), InferenceError when `llama-cpp` cannot run."""
+def engine_kind(settings: InferenceSettings, run: RunSettings) -> tuple[EngineKind, str]:
+    """(the engine `settings` asks for on this machine and the run's device, why), InferenceError when `llama-cpp`
+    cannot run."""
     from services.inference.local_engine import pick_device
 
     choice = settings.local_engine
     if choice == "torch":
         return "torch", "AZR_LOCAL_ENGINE=torch"
-    device = pick_device(settings.device)
+    device = pick_device(run.device)
     missing = llama_cpp_runtime.available()
     if choice == "llama-cpp":
         if device.type != "cpu":
@@ -89,21 +91,24 @@ def _directory_digest(model_dir: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def build_local_engine(model_dir: Path, settings: Settings, *, seed: int | None = None, max_batch_rows: int = 32,
-                       say: Say | None = None) -> InProcessEngine:
-    """The in-process engine `settings` asks for, serving ``model_dir``."""
-    kind, why = engine_kind(settings)
+def build_local_engine(model_dir: Path, settings: InferenceSettings, run: RunSettings, *, seed: int | None = None,
+                       max_batch_rows: int = 32, say: Say | None = None,
+                       hooks: GenerationHooks = NO_HOOKS) -> InProcessEngine:
+    """The in-process engine `settings` asks for, serving ``model_dir`` on the run's device with the run's seed
+    (unless given) and threads."""
+    kind, why = engine_kind(settings, run)
     if kind == "torch":
         from services.inference.local_engine import LocalEngine
 
         if say is not None and settings.local_engine == "auto":
             say(f"generating with the torch engine: {why}")
-        return LocalEngine.from_settings(model_dir, settings, seed=seed, max_batch_rows=max_batch_rows)
+        return LocalEngine.from_settings(model_dir, settings, run, seed=seed, max_batch_rows=max_batch_rows,
+                                         hooks=hooks)
     from services.compute.torch_threads import available_cores
     from services.inference.llama_cpp_engine import LlamaCppEngine
 
     return LlamaCppEngine(model_dir, gguf_for(model_dir, say=say), base_form=settings.llama_cpp_base,
-                          seed=settings.seed if seed is None else seed,
+                          seed=run.seed if seed is None else seed,
                           context_tokens=settings.llama_cpp_context_tokens,
                           max_sequences=settings.llama_cpp_sequences,
-                          threads=settings.torch_threads or available_cores())
+                          threads=run.torch_threads or available_cores(), hooks=hooks)

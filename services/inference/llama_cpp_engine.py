@@ -32,6 +32,7 @@ import torch
 
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec
+from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
 from services.inference.gguf_export import gguf_architecture, write_lora_gguf, write_model_gguf
 from services.inference.llama_cpp_decoding import decode_rows_llama
 from services.inference.llama_cpp_runtime import LlamaContext, LlamaModel, Token, quantize
@@ -61,10 +62,11 @@ class LlamaCppEngine:
 
     def __init__(self, model_dir: str | Path, gguf: str | Path, *, base_form: str = "release", seed: int = 0,
                  context_tokens: int = 65536, max_sequences: int = 64, batch_tokens: int = 512,
-                 threads: int = 2, work_dir: str | Path | None = None) -> None:
+                 threads: int = 2, work_dir: str | Path | None = None, hooks: GenerationHooks = NO_HOOKS) -> None:
         """``model_dir``: the model's HF directory (tokenizer, chat template, config); ``gguf``: its weights as GGUF
         (the same model: a release and its conversion, or a GGUF written from the directory). ``work_dir`` keeps
-        requantized bases and converted pushes (default: beside the GGUF)."""
+        requantized bases and converted pushes (default: beside the GGUF). ``hooks``: its decoding-step and
+        thread-count callbacks."""
         self.model_dir = Path(model_dir)
         self.base_gguf = Path(gguf)
         self.base_form = base_form
@@ -83,9 +85,9 @@ class LlamaCppEngine:
         self._lock = threading.Lock()
         self._generator = torch.Generator().manual_seed(seed)
         self._eos_ids = self.codec.eos_token_ids() | _config_eos_ids(self.model_dir)
-        self.on_decode_step: Callable[[DecodeProgress], None] | None = None
-        """Called after every decoding step (a live progress display sets it)."""
-        self.generation_threads: Callable[[], int] | None = None
+        self.on_decode_step: Callable[[DecodeProgress], None] | None = hooks.on_decode_step
+        """Called after every decoding step (a live progress display)."""
+        self.generation_threads: Callable[[], int] | None = hooks.generation_threads
         """Asked before every forward how many threads to use (the embedded run: fewer while sandbox jobs run)."""
 
     def _context_for(self, rows: int, cells: int) -> LlamaContext:

@@ -29,9 +29,10 @@ from services.compute.process_memory import release_free_memory
 from services.inference.causal_lm import hf_model
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec, decode_rows
+from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
 from services.inference.sampling import sample_seeds
 from services.ports import Completion, InferenceError, SamplingParams
-from services.settings import Settings
+from services.settings import InferenceSettings, RunSettings
 
 INITIAL_WEIGHT_VERSION = "0"
 """The version of the weights an engine starts with (policy version 0: the base model)."""
@@ -60,9 +61,10 @@ def engine_dtype(choice: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" or cpu_features.cpu_has_native_bf16() else torch.float32
 
 
-def settings_engine_dtype(settings: Settings) -> torch.dtype:
-    """The dtype a local engine built from `settings` loads its weights in (`local_engine_dtype` on `device`)."""
-    return engine_dtype(settings.local_engine_dtype, pick_device(settings.device))
+def settings_engine_dtype(settings: InferenceSettings, run: RunSettings) -> torch.dtype:
+    """The dtype a local engine built from `settings` loads its weights in (`local_engine_dtype` on the run's
+    `device`)."""
+    return engine_dtype(settings.local_engine_dtype, pick_device(run.device))
 
 
 def load_causal_lm(model_dir: str | Path, device: torch.device, dtype: torch.dtype, *,
@@ -118,11 +120,13 @@ class LocalEngine:
 
     def __init__(self, model_dir: str | Path, device: str = "auto", dtype: torch.dtype | None = None,
                  seed: int = 0, max_batch_rows: int = 32, int8_linear: bool = False,
-                 int8_keep_float: Sequence[str] = (), int8_per_channel: bool = False) -> None:
+                 int8_keep_float: Sequence[str] = (), int8_per_channel: bool = False,
+                 hooks: GenerationHooks = NO_HOOKS) -> None:
         """Load the model and tokenizer from an HF directory (see `services.inference.model_registry` for names).
-        `int8_linear`: generate with int8 Linear layers (`Settings.local_engine_int8`; CPU and float32 only), but
-        those whose names end in one of `int8_keep_float` (`Settings.local_engine_int8_keep_float`), with one weight
-        scale per output channel when `int8_per_channel` (`Settings.local_engine_int8_per_channel`)."""
+        `int8_linear`: generate with int8 Linear layers (`local_engine_int8`; CPU and float32 only), but those whose
+        names end in one of `int8_keep_float` (`local_engine_int8_keep_float`), with one weight scale per output
+        channel when `int8_per_channel` (`local_engine_int8_per_channel`). `hooks`: its decoding-step and
+        before-forward callbacks."""
         self.model_dir = Path(model_dir)
         self.device = pick_device(device)
         self.dtype = dtype or default_dtype(self.device)
@@ -141,20 +145,22 @@ class LocalEngine:
         self._lock = threading.Lock()
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
         self._eos_ids = self.codec.eos_token_ids() | self._config_eos_ids(self._model)
-        self.on_decode_step: Callable[[DecodeProgress], None] | None = None
-        """Called after every decoding step of every batch (a live progress display sets it)."""
-        self.before_forward: Callable[[], None] | None = None
+        self.on_decode_step: Callable[[DecodeProgress], None] | None = hooks.on_decode_step
+        """Called after every decoding step of every batch (a live progress display)."""
+        self.before_forward: Callable[[], None] | None = hooks.before_forward
         """Called before every forward pass of generation (the embedded run sets torch's thread count there)."""
 
     @classmethod
-    def from_settings(cls, model_dir: str | Path, settings: Settings, *, seed: int | None = None,
-                      max_batch_rows: int = 32) -> LocalEngine:
-        """The engine a process configured by `settings` runs: its device, dtype (`local_engine_dtype`) and seed."""
-        dtype = torch.float32 if settings.local_engine_int8 else settings_engine_dtype(settings)
-        return cls(model_dir, device=settings.device, dtype=dtype, seed=settings.seed if seed is None else seed,
+    def from_settings(cls, model_dir: str | Path, settings: InferenceSettings, run: RunSettings, *,
+                      seed: int | None = None, max_batch_rows: int = 32,
+                      hooks: GenerationHooks = NO_HOOKS) -> LocalEngine:
+        """The engine `settings` describe on the run's device: its dtype (`local_engine_dtype`), int8 layers and
+        seed (the run's unless given)."""
+        dtype = torch.float32 if settings.local_engine_int8 else settings_engine_dtype(settings, run)
+        return cls(model_dir, device=run.device, dtype=dtype, seed=run.seed if seed is None else seed,
                    max_batch_rows=max_batch_rows, int8_linear=settings.local_engine_int8,
                    int8_keep_float=settings.local_engine_int8_keep_float,
-                   int8_per_channel=settings.local_engine_int8_per_channel)
+                   int8_per_channel=settings.local_engine_int8_per_channel, hooks=hooks)
 
     def _load(self, model_dir: str | Path, *, progress_bar: bool = True) -> torch.nn.Module:
         model = load_causal_lm(model_dir, self.device, self.dtype, progress_bar=progress_bar)
@@ -201,6 +207,10 @@ class LocalEngine:
     def weight_version(self) -> str:
         """The policy version of the weights served now."""
         return self._version
+
+    def close(self) -> None:
+        """Nothing to release here: the model and its caches are Python objects, freed with the engine (the method
+        exists so every engine is closed the same way)."""
 
     def model_info(self) -> dict[str, object]:
         """What is loaded: path, weight version, prompt form, device, dtype."""

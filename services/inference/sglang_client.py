@@ -50,7 +50,7 @@ from services.inference.sampling import sample_seeds
 from services.inference.sglang_control import ServerFailure, SGLangControl
 from services.inference.sglang_schemas import GenerateItem, ModelInfoResponse, WireSamplingParams
 from services.ports import Completion, InferenceError, SamplingParams
-from services.settings import Settings
+from services.settings import InferenceSettings
 
 __all__ = ["AbortStats", "SGLangClient", "ServerFailure", "join_pieces", "oldest_version", "resume_seed"]
 
@@ -178,7 +178,7 @@ class SGLangClient:
         self._last_version: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings, model_dir: str | Path) -> SGLangClient:
+    def from_settings(cls, settings: InferenceSettings, model_dir: str | Path) -> SGLangClient:
         """A client of `settings.sglang_urls` with the settings' request timeout, chunking, admin key and
         resumption of aborted samples."""
         key = settings.sglang_admin_api_key

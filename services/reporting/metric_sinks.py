@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from services.ports import MetricSink
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.json_types import JsonObject
+    from services.settings import ObservabilitySettings, RunSettings
 
 TENSORBOARD_DIR = "tensorboard"
 """The event files' directory inside the run directory."""
@@ -81,27 +82,30 @@ class WandbSink:
         self.run.finish()
 
 
-def open_wandb_sink(settings: Settings, say: Callable[[str], None]) -> WandbSink | None:
-    """A W&B run for `settings.run_id` in `settings.wandb_project`; None (and a message) when wandb is missing."""
+def open_wandb_sink(settings: ObservabilitySettings, run: RunSettings, say: Callable[[str], None],
+                    run_config: JsonObject) -> WandbSink | None:
+    """A W&B run named `run.run_id` in `settings.wandb_project`, with `run_config` (the resolved settings) as its
+    config; None (and a message) when wandb is missing."""
     try:
         import wandb
     except ImportError:
         say("wandb is on (AZR_WANDB) but the wandb package is not installed: not logging to Weights & Biases "
             "(pip install wandb)")
         return None
-    run = wandb.init(project=settings.wandb_project, name=settings.run_id, dir=str(settings.run_dir),
-                     config=settings.resolved())
-    say(f"logging to Weights & Biases: project {settings.wandb_project}, run {settings.run_id}")
-    return WandbSink(run)
+    wandb_run = wandb.init(project=settings.wandb_project, name=run.run_id, dir=str(run.run_dir), config=run_config)
+    say(f"logging to Weights & Biases: project {settings.wandb_project}, run {run.run_id}")
+    return WandbSink(wandb_run)
 
 
-def open_metric_sinks(settings: Settings, say: Callable[[str], None]) -> list[MetricSink]:
-    """The sinks `settings` asks for: TensorBoard (`tensorboard`) and W&B (`wandb`, when installed)."""
+def open_metric_sinks(settings: ObservabilitySettings, run: RunSettings, say: Callable[[str], None],
+                      run_config: JsonObject) -> list[MetricSink]:
+    """The sinks `settings` asks for, in the run's directory: TensorBoard (`tensorboard`) and W&B (`wandb`, when
+    installed; `run_config` is the run's config there)."""
     sinks: list[MetricSink] = []
     if settings.tensorboard:
-        sinks.append(TensorBoardSink(settings.run_dir / TENSORBOARD_DIR))
+        sinks.append(TensorBoardSink(run.run_dir / TENSORBOARD_DIR))
     if settings.wandb:
-        wandb_sink = open_wandb_sink(settings, say)
+        wandb_sink = open_wandb_sink(settings, run, say, run_config)
         if wandb_sink is not None:
             sinks.append(wandb_sink)
     return sinks

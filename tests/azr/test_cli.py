@@ -1,6 +1,6 @@
 """The `azr` command: help (each setting's variable and default, the exit-status convention), `config show` for both
 profiles, validated choices, the executor commands' names (`azr run` itself: tests/services/coordinator/
-test_embedded_run.py; config files: tests/services/test_config_file.py)."""
+test_embedded_run.py; config files: tests/services/settings/test_config_file.py)."""
 
 from __future__ import annotations
 

@@ -112,13 +112,13 @@ def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path
     finally:
         store.close()
     settings = saved_settings(run_dir / "settings.json", run_root=tmp_path / "reference", run_id="reference")
-    assert settings.checkpoint_every == 3 and settings.device == "cpu"
+    assert settings.trainer.checkpoint_every == 3 and settings.run.device == "cpu"
     with threads_for_updates(settings) as threads:
-        reference = fresh_trainer(tiny_model_dir(), settings)
+        reference = fresh_trainer(tiny_model_dir(), settings.trainer)
         for batch in batches:
             reference.trainer.update(batch)
     assert f"torch uses {threads} CPU thread(s)" in output  # the count the reference updated with
-    final = restore_trainer(run_dir, settings)
+    final = restore_trainer(run_dir, settings.trainer)
     assert final is not None and final.trainer.step == reference.trainer.step == len(steps)
     assert final.trainer.policy_version == len(steps)
     assert optimizer_steps(trainer_state(reference)) == {len(steps)}, "every recorded step's update stepped"

@@ -62,8 +62,10 @@ class Session:
         self.applied = InProcessAppliedEpisodeLog()
         self.engine = LocalEngine(loaded.source, device="cpu")
         self.store = store
-        self.trainer = InProcessTrainer(loaded=loaded, settings=settings, queue=self.queue, applied_log=self.applied,
-                                        engines=[self.engine], board=self.board)
+        self.trainer = InProcessTrainer(loaded=loaded, settings=settings.trainer, rollout=settings.rollout,
+                                        settings_record=settings.resolved(), run_dir=settings.run.run_dir,
+                                        queue=self.queue, applied_log=self.applied, engines=[self.engine],
+                                        board=self.board)
         self.trainer.start()
 
     def step(self, step: int, episodes: list[Episode]) -> dict:
@@ -85,12 +87,12 @@ def store(tmp_path: Path) -> Iterator:
 
 def test_episodes_are_acknowledged_and_marked_applied_only_with_their_full_checkpoint(settings: Settings,
                                                                                       store) -> None:
-    session = Session(fresh_trainer(tiny_model_dir(), settings), settings, store)
+    session = Session(fresh_trainer(tiny_model_dir(), settings.trainer), settings, store)
     steps = {s: step_episodes(s) for s in (1, 2, 3)}
     for s in (1, 2):
         report = session.step(s, steps[s])
         assert report["policy_version"] == s and session.engine.weight_version() == str(s)
-        assert "checkpoint" not in report and list_checkpoints(settings.run_dir) == []
+        assert "checkpoint" not in report and list_checkpoints(settings.run.run_dir) == []
         assert session.queue.pending() == 6 * s, "not in a full checkpoint yet: not acknowledged"
         assert not any(session.applied.was_applied(e) for e in steps[s]), "nor marked applied"
     report = session.step(3, steps[3])
@@ -101,17 +103,17 @@ def test_episodes_are_acknowledged_and_marked_applied_only_with_their_full_check
 def test_a_resumed_run_replays_the_uncommitted_steps_and_lands_on_the_uninterrupted_state(settings: Settings, store,
                                                                                          tmp_path: Path) -> None:
     steps = {s: step_episodes(s) for s in range(1, 7)}
-    reference = fresh_trainer(tiny_model_dir(), settings.model_copy(update={"run_id": "reference"}))
+    reference = fresh_trainer(tiny_model_dir(), settings.with_values(run_id="reference").trainer)
     for s in range(1, 7):
         reference.trainer.update(sorted(steps[s], key=lambda e: e.id))
 
-    first = Session(fresh_trainer(tiny_model_dir(), settings), settings, store)
+    first = Session(fresh_trainer(tiny_model_dir(), settings.trainer), settings, store)
     for s in range(1, 6):
         first.step(s, steps[s])
-    assert [p.name for p in list_checkpoints(settings.run_dir)] == ["v000003"]
+    assert [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000003"]
     del first  # the process dies: its queue, and the updates of steps 4 and 5, with it
 
-    restored = restore_trainer(settings.run_dir, settings)
+    restored = restore_trainer(settings.run.run_dir, settings.trainer)
     assert restored is not None and restored.trainer.policy_version == 3
     second = Session(restored, settings, store)
     assert uncommitted_steps(store, RUN, 3) == [4, 5]
@@ -119,7 +121,7 @@ def test_a_resumed_run_replays_the_uncommitted_steps_and_lands_on_the_uninterrup
     assert replay_uncommitted_steps(store, RUN, second.trainer, second.queue, said.append) == [4, 5]
     assert "steps 4-5" in said[0] and second.board.current() == 5 and second.engine.weight_version() == "5"
     second.step(6, steps[6])
-    assert [p.name for p in list_checkpoints(settings.run_dir)] == ["v000003", "v000006"]
+    assert [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000003", "v000006"]
     assert second.queue.pending() == 0 and second.trainer.service.counters.duplicates_skipped == 0
     assert optimizer_steps(trainer_state(reference)) == {6}, "every step's update stepped"
     assert_bitwise_equal(trainer_state(restored), trainer_state(reference))

@@ -37,11 +37,11 @@ def executor() -> Iterator[Executor]:
 
 def test_placeholder_token_is_replaced_for_the_session_and_a_set_one_is_kept() -> None:
     placeholder = Settings(api_token=SecretStr(DEFAULT_API_TOKEN))
-    first, second = session_settings(placeholder), session_settings(placeholder)
+    first, second = session_settings(placeholder.api), session_settings(placeholder.api)
     assert not first.uses_default_secret() and len(first.api_token.get_secret_value()) >= 24
     assert first.api_token.get_secret_value() != second.api_token.get_secret_value()
     chosen = Settings(api_token=SecretStr("my-own-token-123"))
-    assert session_settings(chosen).api_token.get_secret_value() == "my-own-token-123"
+    assert session_settings(chosen.api).api_token.get_secret_value() == "my-own-token-123"
 
 
 def test_serves_dashboard_buffers_seeds_and_the_given_metrics(tmp_path: Path, store: object,
@@ -66,7 +66,7 @@ def test_serves_dashboard_buffers_seeds_and_the_given_metrics(tmp_path: Path, st
         assert page["total"] == 1 and page["entries"][0]["output"] == "42"
     finally:
         api.close()
-    token_file = settings.run_dir / "api-token"
+    token_file = settings.run.run_dir / "api-token"
     assert token_file.read_text().strip() == api.token and token_file.stat().st_mode & 0o777 == 0o600
     assert api.token not in api.token_source and str(token_file) in api.token_source
     assert port_is_free("127.0.0.1", int(api.url.rsplit(":", 1)[1]))  # closed: the port is released
@@ -79,7 +79,7 @@ def test_a_token_the_user_set_is_named_not_written_or_shown(tmp_path: Path, stor
     assert api is not None
     api.close()
     assert api.token == "my-own-token-123" and api.token_source == "your AZR_API_TOKEN"
-    assert not (settings.run_dir / "api-token").exists()
+    assert not (settings.run.run_dir / "api-token").exists()
 
 
 def test_port_zero_is_off_and_a_busy_port_is_reported(tmp_path: Path, store: object, executor: Executor) -> None:

@@ -216,7 +216,7 @@ def test_from_settings_builds_the_docker_backend(docker_available: Callable[...,
     image = os.environ.get("AZR_EXECUTOR_IMAGE", "azr-executor:1")
     settings = Settings(executor_backend="docker", executor_docker_image=image, executor_workers=1,
                         executor_timeout_s=4.0, executor_memory_mb=320, executor_max_processes=16)
-    with Executor.from_settings(settings) as executor:
+    with Executor.from_settings(settings.executor) as executor:
         assert executor.isolation == "docker" and executor.limits.memory_mb == 320
         assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
         backend = executor._backend

@@ -118,7 +118,7 @@ def test_from_settings_reads_the_executor_fields() -> None:
     settings = Settings(executor_backend="process", executor_workers=1, executor_timeout_s=4.0,
                         executor_memory_mb=300, executor_max_output_bytes=5000, executor_max_processes=9,
                         executor_sandbox="none", executor_python="/usr/bin/python3", executor_recycle_after=7)
-    with Executor.from_settings(settings) as executor:
+    with Executor.from_settings(settings.executor) as executor:
         assert executor.limits == ExecutionLimits(timeout_s=4.0, memory_mb=300, max_output_bytes=5000, max_processes=9)
         assert executor.isolation == "none"
         assert executor.validate_proposal(*DOUBLE[:2]).output == DOUBLE[2]
@@ -127,7 +127,7 @@ def test_from_settings_reads_the_executor_fields() -> None:
 def test_from_real_settings_uses_bubblewrap_where_it_works(isolation_required: Any) -> None:
     if sandbox_launch.find_bwrap() is None:
         pytest.skip("bubblewrap is not usable here: not installed")
-    with Executor.from_settings(Settings(executor_workers=1)) as executor:
+    with Executor.from_settings(Settings(executor_workers=1).executor) as executor:
         isolation_required(executor)
         assert executor.isolation == "bwrap"
 

@@ -17,7 +17,7 @@ TOKEN = "executor-debug-test-token"
 
 @pytest.fixture(scope="module")
 def executor() -> Iterator[Executor]:
-    with Executor.from_settings(Settings(executor_workers=1, executor_timeout_s=3)) as running:
+    with Executor.from_settings(Settings(executor_workers=1, executor_timeout_s=3).executor) as running:
         yield running
 
 

@@ -35,4 +35,4 @@ def settings_for(token: str, **overrides: Any) -> Settings:
 
 def serve(app_settings: Settings, store: Any, executor: Any, **kwargs: Any) -> LoopbackServer:
     """A loopback server for a proposer app over `store` and `executor`."""
-    return LoopbackServer(create_proposer_app(app_settings, store, executor, **kwargs))
+    return LoopbackServer(create_proposer_app(app_settings.api, app_settings.rollout, store, executor, **kwargs))

@@ -379,7 +379,8 @@ def test_the_page_polls_and_appends_only_the_new_steps(chromium: str, sandbox: A
     store = open_store(f"sqlite:///{tmp_path / 'live.sqlite3'}", create=True)
     for step in (1, 2, 3):
         store.record_step("run-live", step, step, {"reward/induction/solve": step / 4})
-    app = create_proposer_app(settings_for(f"tok-{uuid.uuid4().hex}"), store, sandbox)
+    settings = settings_for(f"tok-{uuid.uuid4().hex}")
+    app = create_proposer_app(settings.api, settings.rollout, store, sandbox)
     polls: list[str | None] = []
 
     @app.middleware("http")

@@ -34,7 +34,8 @@ def test_max_new_tokens_is_clamped_on_both_routes(embedded_api, sandbox, engine,
     sampling = {"max_new_tokens": 10**9, "temperature": 1.0, "seed": 1}
     headers = {"Authorization": f"Bearer {embedded_api.token}"}
     with serve(app_settings, embedded_api.store, sandbox, engine=engine) as proposer_url, \
-            LoopbackServer(create_solver_app(app_settings, sandbox, engine=engine)) as solver_url:
+            LoopbackServer(create_solver_app(app_settings.api, app_settings.rollout, sandbox,
+                                             engine=engine)) as solver_url:
         references = [{"program": row["code"], "input": row["input"], "output": row["output"]}]
         proposed = httpx.post(f"{proposer_url}/v1/propose", headers=headers, timeout=120,
                               json={"task_type": "deduction", "references": references, "sampling": sampling,

@@ -65,7 +65,7 @@ def test_solve_route_counts_checked_answers_only(sandbox: Executor) -> None:
     headers = {"Authorization": "Bearer solver-test-token"}
     body = {"task_type": "deduction", "tasks": [TASK.model_dump(mode="json")], "n": 3,
             "sampling": {"max_new_tokens": 8, "temperature": 1.0, "seed": 2}}
-    with LoopbackServer(create_solver_app(settings, sandbox, engine=engine)) as url:
+    with LoopbackServer(create_solver_app(settings.api, settings.rollout, sandbox, engine=engine)) as url:
         unchecked = httpx.post(f"{url}/v1/solve", headers=headers, json=body, timeout=120)
         assert unchecked.status_code == 200, unchecked.text
         checked = httpx.post(f"{url}/v1/solve", headers=headers, json={**body, "check": True}, timeout=120)

@@ -20,7 +20,8 @@ def sandbox():
 
 
 def test_health_readiness_metrics_and_docs(sandbox) -> None:
-    with LoopbackServer(create_solver_app(Settings(), sandbox)) as url:
+    settings = Settings()
+    with LoopbackServer(create_solver_app(settings.api, settings.rollout, sandbox)) as url:
         assert httpx.get(f"{url}/healthz").json() == {"status": "alive", "service": "solver"}
         ready = httpx.get(f"{url}/readyz")
         assert ready.status_code == 200 and ready.json()["failures"] == {}
@@ -35,8 +36,9 @@ def test_health_readiness_metrics_and_docs(sandbox) -> None:
 def test_readiness_is_503_when_no_executor_worker_listens(redis_url) -> None:
     connection = redis.Redis.from_url(redis_url)
     executor = RQCodeExecutor(connection, queue_name="executor-nobody-listens-here")
+    settings = Settings()
     try:
-        with LoopbackServer(create_solver_app(Settings(), executor)) as url:
+        with LoopbackServer(create_solver_app(settings.api, settings.rollout, executor)) as url:
             ready = httpx.get(f"{url}/readyz")
     finally:
         connection.close()

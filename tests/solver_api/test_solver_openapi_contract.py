@@ -33,6 +33,6 @@ def test_the_solver_api_keeps_its_openapi_contract(tmp_path: Path) -> None:
     report_dir = tmp_path / "schemathesis"
     report_dir.mkdir()
     with Executor(workers=2, limits=ExecutionLimits(timeout_s=3)) as sandbox, \
-            LoopbackServer(create_solver_app(settings, sandbox, engine=engine)) as url:
+            LoopbackServer(create_solver_app(settings.api, settings.rollout, sandbox, engine=engine)) as url:
         run = run_schemathesis(url, report_dir, max_examples=25, headers={"Authorization": f"Bearer {token}"})
     assert_no_failures(run, SOLVER_OPERATIONS)

@@ -55,10 +55,11 @@ def one_phase(loaded: LoadedPolicy, settings: Settings, run_dir: Path, batch: li
     ranks = loaded.trainer.ranks
     assert ranks is not None
     if not ranks.is_main:
-        follow_main_rank(loaded, settings, run_dir)
+        follow_main_rank(loaded, settings.trainer, run_dir, settings.resolved())
         return None
     report = loaded.trainer.update(batch)
-    checkpoint_trainer(loaded, run_dir, settings, policy_version=version, applied_episode_ids=[e.id for e in batch])
+    checkpoint_trainer(loaded, run_dir, settings.trainer, settings_record=settings.resolved(),
+                       policy_version=version, applied_episode_ids=[e.id for e in batch])
     release_followers(loaded)
     return report.model_dump(mode="json")
 
@@ -73,14 +74,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     settings = Settings(**json.loads(args.settings_json))
-    ranks = init_from_torchrun(settings.device)
+    ranks = init_from_torchrun(settings.run.device)
     reports = []
     counts = {"layer_calls": 0, "mlp_calls": 0}
-    loaded = fresh_trainer(args.model, settings, ranks)
+    loaded = fresh_trainer(args.model, settings.trainer, ranks)
     count_layer_calls(loaded, counts)
     for version, batch_file in enumerate(args.batch, start=1):
         if version > 1:  # resume as a restarted trainer would: every rank from the latest checkpoint
-            restored = restore_trainer(args.run_dir, settings, ranks)
+            restored = restore_trainer(args.run_dir, settings.trainer, ranks)
             assert restored is not None and restored.trainer.policy_version == version - 1
             loaded = restored
             count_layer_calls(loaded, counts)

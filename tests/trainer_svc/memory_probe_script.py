@@ -61,12 +61,12 @@ def main() -> None:
     settings = Settings(device="cpu", micro_batch_size=1024, logprob_chunk_tokens=CHUNK_TOKENS,
                         gradient_checkpointing=False, trainer_bf16_cpu=False, run_root=Path("/nonexistent"),
                         entropy_coef=0.001, skip_zero_advantage_batches=False)
-    trainer = PolicyTrainer(wide_vocab_model(), settings, pad_id=0, device=torch.device("cpu"))
-    trainer.settings = settings.model_copy(update={"micro_batch_tokens": 64})
+    trainer = PolicyTrainer(wide_vocab_model(), settings.trainer, pad_id=0, device=torch.device("cpu"))
+    trainer.settings = settings.trainer.model_copy(update={"micro_batch_tokens": 64})
     trainer.update(episodes(2, 8, 8))  # warm-up, 3 micro-batches: AdamW moments and lazy buffers exist from here on
     results = []
     for config in configs:
-        trainer.settings = settings.model_copy(update={"micro_batch_tokens": config["cap"]})
+        trainer.settings = settings.trainer.model_copy(update={"micro_batch_tokens": config["cap"]})
         batch = episodes(config["per_group"], config["prompt"], config["response"])
         before = resident_mb()
         report = trainer.update(batch)

@@ -68,8 +68,8 @@ def test_checkpointing_is_idempotent_and_keeps_parameter_names(tiny_dir: Path) -
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_the_setting_switches_it_on_in_the_trainer(tiny_dir: Path, cpu_settings, enabled: bool) -> None:
-    settings = cpu_settings.model_copy(update={"gradient_checkpointing": enabled})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(gradient_checkpointing=enabled)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     marked = [getattr(layer.forward, "azr_checkpointed", False) for layer in decoder_layers(loaded.trainer.model)]
     assert marked and all(flag == enabled for flag in marked)
 

@@ -30,14 +30,15 @@ def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def test_checkpoint_round_trip_is_an_hf_directory_with_trainer_state(tiny_dir: Path, cpu_settings: Settings,
                                                                      tmp_path: Path) -> None:
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     loaded.trainer.update(six_group_batch(loaded.tokenizer, 2))
     run_dir = tmp_path / "run"
-    path = checkpoint_trainer(loaded, run_dir, cpu_settings, policy_version=1, applied_episode_ids=["a", "b"])
+    path = checkpoint_trainer(loaded, run_dir, cpu_settings.trainer, settings_record=cpu_settings.resolved(),
+                              policy_version=1, applied_episode_ids=["a", "b"])
     assert path == run_dir / "checkpoints" / "v000001"
     assert (path / "model.safetensors").exists() and (path / "config.json").exists()
     assert (path / "tokenizer.json").exists() and (path / TRAINER_STATE_FILE).exists()
-    assert json.loads((path / "settings.json").read_text())["learning_rate"] == cpu_settings.learning_rate
+    assert json.loads((path / "settings.json").read_text())["learning_rate"] == cpu_settings.trainer.learning_rate
     model, tokenizer = load_model_and_tokenizer(path)  # what an inference server loads
     for name, tensor in weights(loaded.trainer.model).items():
         assert torch.equal(model.state_dict()[name], tensor), name
@@ -50,13 +51,13 @@ def test_checkpoint_round_trip_is_an_hf_directory_with_trainer_state(tiny_dir: P
 
 def test_restore_then_one_update_is_bitwise_identical_to_continuing(tiny_dir: Path, cpu_settings: Settings,
                                                                     tmp_path: Path) -> None:
-    settings = cpu_settings.model_copy(update={"weight_decay": 0.01, "entropy_coef": 0.001})
+    settings = cpu_settings.with_values(weight_decay=0.01, entropy_coef=0.001)
     run_dir = tmp_path / "run"
-    first = fresh_trainer(tiny_dir, settings)
+    first = fresh_trainer(tiny_dir, settings.trainer)
     batch1 = six_group_batch(first.tokenizer, 2, policy_version=0)
     batch2 = six_group_batch(first.tokenizer, 3, policy_version=1)
     first.trainer.update(batch1)
-    checkpoint_trainer(first, run_dir, settings, policy_version=1)
+    checkpoint_trainer(first, run_dir, settings.trainer, settings_record=settings.resolved(), policy_version=1)
     rng_at_save = (torch.random.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
     first.trainer.update(batch2)
     continued = weights(first.trainer.model)
@@ -64,7 +65,7 @@ def test_restore_then_one_update_is_bitwise_identical_to_continuing(tiny_dir: Pa
     torch.manual_seed(12345)  # disturb every generator: restore must put them back
     random.seed(12345)
     np.random.seed(12345)
-    restored = restore_trainer(run_dir, settings)
+    restored = restore_trainer(run_dir, settings.trainer)
     assert restored is not None
     assert (restored.trainer.step, restored.trainer.policy_version) == (1, 1)
     assert torch.equal(torch.random.get_rng_state(), rng_at_save[0])
@@ -79,36 +80,37 @@ def test_restore_then_one_update_is_bitwise_identical_to_continuing(tiny_dir: Pa
 
 
 def test_keeps_only_the_last_n_checkpoints(tiny_dir: Path, cpu_settings: Settings, tmp_path: Path) -> None:
-    settings = cpu_settings.model_copy(update={"keep_checkpoints": 2})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(keep_checkpoints=2)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     run_dir = tmp_path / "run"
     for version in (1, 2, 3, 4):
-        checkpoint_trainer(loaded, run_dir, settings, policy_version=version)
+        checkpoint_trainer(loaded, run_dir, settings.trainer, settings_record=settings.resolved(),
+                           policy_version=version)
     assert [p.name for p in list_checkpoints(run_dir)] == ["v000003", "v000004"]
     assert latest_checkpoint(run_dir) == run_dir / "checkpoints" / "v000004"
     with pytest.raises(FileExistsError):
-        checkpoint_trainer(loaded, run_dir, settings, policy_version=4)
+        checkpoint_trainer(loaded, run_dir, settings.trainer, settings_record=settings.resolved(), policy_version=4)
 
 
 def test_a_half_written_checkpoint_is_never_restored(tiny_dir: Path, cpu_settings: Settings, tmp_path: Path) -> None:
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     run_dir = tmp_path / "run"
-    assert latest_checkpoint(run_dir) is None and restore_trainer(run_dir, cpu_settings) is None
-    checkpoint_trainer(loaded, run_dir, cpu_settings, policy_version=1)
+    assert latest_checkpoint(run_dir) is None and restore_trainer(run_dir, cpu_settings.trainer) is None
+    checkpoint_trainer(loaded, run_dir, cpu_settings.trainer, settings_record=cpu_settings.resolved(), policy_version=1)
     # what a crash during the save of v2 leaves behind: a temp dir with partial content
     leftover = run_dir / "checkpoints" / f".tmp-{checkpoint_name(2)}-crashed"
     leftover.mkdir()
     (leftover / "config.json").write_text("{}")
     (run_dir / "checkpoints" / "v12").mkdir()  # not a checkpoint name either
     assert latest_checkpoint(run_dir) == run_dir / "checkpoints" / "v000001"
-    restored = restore_trainer(run_dir, cpu_settings)
+    restored = restore_trainer(run_dir, cpu_settings.trainer)
     assert restored is not None and restored.trainer.policy_version == 1
-    checkpoint_trainer(loaded, run_dir, cpu_settings, policy_version=2)
+    checkpoint_trainer(loaded, run_dir, cpu_settings.trainer, settings_record=cpu_settings.resolved(), policy_version=2)
     assert not leftover.exists(), "the next save clears a crashed save's temp dir"
 
 
 def test_a_failing_save_leaves_no_checkpoint(tiny_dir: Path, cpu_settings: Settings, tmp_path: Path) -> None:
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     run_dir = tmp_path / "run"
 
     class Unwritable:

@@ -20,20 +20,22 @@ CPU = torch.device("cpu")
 
 def test_it_applies_only_where_asked_and_native(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(policy_forward, "cpu_has_native_bf16", lambda: True)
-    assert bf16_autocast(Settings(trainer_bf16_cpu=True), CPU)
-    assert not bf16_autocast(Settings(trainer_bf16_cpu=False), CPU)
-    assert not bf16_autocast(Settings(trainer_bf16=True, trainer_bf16_cpu=False), CPU)  # CUDA's switch: not the CPU's
-    assert bf16_autocast(Settings(trainer_bf16=True), torch.device("cuda"))
+    assert bf16_autocast(Settings(trainer_bf16_cpu=True).trainer, CPU)
+    assert not bf16_autocast(Settings(trainer_bf16_cpu=False).trainer, CPU)
+    # CUDA's switch: not the CPU's
+    assert not bf16_autocast(Settings(trainer_bf16=True, trainer_bf16_cpu=False).trainer, CPU)
+    assert bf16_autocast(Settings(trainer_bf16=True).trainer, torch.device("cuda"))
     monkeypatch.setattr(policy_forward, "cpu_has_native_bf16", lambda: False)
-    assert not bf16_autocast(Settings(trainer_bf16_cpu=True), CPU)  # emulated bf16 would be slower
-    assert Settings(profile="embedded").trainer_bf16_cpu and not Settings(profile="distributed").trainer_bf16_cpu
+    assert not bf16_autocast(Settings(trainer_bf16_cpu=True).trainer, CPU)  # emulated bf16 would be slower
+    assert (Settings(profile="embedded").trainer.trainer_bf16_cpu
+            and not Settings(profile="distributed").trainer.trainer_bf16_cpu)
 
 
 def test_the_update_runs_its_matmuls_in_bf16_and_its_first_epoch_ratio_is_one(
         tiny_dir: Path, cpu_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(policy_forward, "cpu_has_native_bf16", lambda: True)  # autocast runs on any CPU, if slowly
-    settings = cpu_settings.model_copy(update={"trainer_bf16_cpu": True})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(trainer_bf16_cpu=True)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     trainer = loaded.trainer
     assert trainer.bf16
     seen: list[torch.dtype] = []

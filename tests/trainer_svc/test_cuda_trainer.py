@@ -46,7 +46,7 @@ def weights(trainer: PolicyTrainer) -> dict[str, torch.Tensor]:
 def test_bf16_update_moves_log_probabilities_the_right_way_with_fp32_master_weights(tiny_dir: Path,
                                                                                      tmp_path: Path) -> None:
     settings = cuda_settings(tmp_path, "bf16", {**CUDA_BF16, "ppo_epochs": 1, "weight_decay": 0.0})
-    loaded = fresh_trainer(tiny_dir, settings)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     trainer = loaded.trainer
     report, _, _ = update_on_rewarded_pair(trainer, loaded.tokenizer)
     assert all(p.dtype == torch.float32 and p.device.type == "cuda" for p in trainer.model.parameters())
@@ -59,7 +59,7 @@ def test_bf16_and_fp32_updates_agree(tiny_dir: Path, tmp_path: Path) -> None:
     a few percent, and weight changes pointing the same way."""
     runs = {}
     for name, base in (("fp32", CUDA_FP32), ("bf16", CUDA_BF16)):
-        loaded = fresh_trainer(tiny_dir, cuda_settings(tmp_path, name, {**base, "ppo_epochs": 1}))
+        loaded = fresh_trainer(tiny_dir, cuda_settings(tmp_path, name, {**base, "ppo_epochs": 1}).trainer)
         batch = six_group_batch(loaded.tokenizer, 2)
         start = weights(loaded.trainer)
         report = loaded.trainer.update(batch)
@@ -80,13 +80,13 @@ def test_fsdp_on_nccl_equals_the_one_process_update(tiny_dir: Path, tmp_path: Pa
     one-process trainer reach the same weights; then the bf16 mixed-precision FSDP run trains and checkpoints fp32
     weights that transformers loads."""
     reference_settings = Settings(**SETTINGS, run_root=tmp_path / "runs", run_id="reference")
-    tokenizer_owner = fresh_trainer(tiny_dir, reference_settings)
+    tokenizer_owner = fresh_trainer(tiny_dir, reference_settings.trainer)
     batch1 = with_behaviour_logprobs(six_group_batch(tokenizer_owner.tokenizer, 2), tiny_dir, reference_settings)
     batch2 = with_behaviour_logprobs(six_group_batch(tokenizer_owner.tokenizer, 3, policy_version=1), tiny_dir,
                                      reference_settings)
     files = [write_batch(tmp_path / "b1.jsonl", batch1), write_batch(tmp_path / "b2.jsonl", batch2)]
 
-    single = fresh_trainer(tiny_dir, cuda_settings(tmp_path, "single", CUDA_FP32)).trainer
+    single = fresh_trainer(tiny_dir, cuda_settings(tmp_path, "single", CUDA_FP32).trainer).trainer
     single_reports = [single.update(batch1).model_dump(mode="json")]
     after1 = weights(single)
     single_reports.append(single.update(batch2).model_dump(mode="json"))

@@ -51,7 +51,7 @@ and the entropy bonus: every term of the update is exercised. float32: the compa
 def with_behaviour_logprobs(batch: list[Episode], tiny_dir: Path, settings: Settings) -> list[Episode]:
     """Every other episode gets behaviour logprobs = current logprobs + a fixed offset pattern (ratios ≠ 1 from the
     first epoch, some outside the clip range); the rest keep None (filled in by the update)."""
-    reference = fresh_trainer(tiny_dir, settings).trainer
+    reference = fresh_trainer(tiny_dir, settings.trainer).trainer
     out = []
     for n, ep in enumerate(batch):
         if n % 2:
@@ -109,7 +109,7 @@ def test_two_rank_fsdp_update_equals_the_one_process_update(tiny_dir: Path, tmp_
     batch1 = with_behaviour_logprobs(six_group_batch(tokenizer, 2), tiny_dir, settings)
     batch2 = with_behaviour_logprobs(six_group_batch(tokenizer, 3, policy_version=1), tiny_dir, settings)
 
-    single = fresh_trainer(tiny_dir, settings)
+    single = fresh_trainer(tiny_dir, settings.trainer)
     single_reports = [single.trainer.update(batch1).model_dump(mode="json")]
     after1 = {k: v.detach().clone() for k, v in single.trainer.model.state_dict().items()}
     moments1 = index_to_name(copy.deepcopy(single.trainer.optimizer.state_dict()),  # the live tensors move on
@@ -148,7 +148,7 @@ def test_two_rank_fsdp_update_equals_the_one_process_update(tiny_dir: Path, tmp_
     # the one-process trainer resumes from the 2-rank checkpoint (by-name optimizer state) and lands on the same v2
     other_run = tmp_path / "runs" / "resumed"
     shutil.copytree(v1, other_run / "checkpoints" / "v000001")
-    resumed = restore_trainer(other_run, settings)
+    resumed = restore_trainer(other_run, settings.trainer)
     assert resumed is not None and resumed.trainer.step == 1
     resumed.trainer.update(batch2)
     assert_same_weights(resumed.trainer.model.state_dict(), after2, "one process resumed from the 2-rank v1")
@@ -163,7 +163,7 @@ def test_activation_checkpointing_under_fsdp_recomputes_every_layer_and_keeps_th
     chosen = {**SETTINGS, "ppo_epochs": 1}
     settings = Settings(**chosen, run_root=tmp_path / "runs", run_id="single")
     batch = six_group_batch(AutoTokenizer.from_pretrained(tiny_dir), 2)
-    single = fresh_trainer(tiny_dir, settings)
+    single = fresh_trainer(tiny_dir, settings.trainer)
     single.trainer.update(batch)
     expected = {k: v.detach().clone() for k, v in single.trainer.model.state_dict().items()}
 

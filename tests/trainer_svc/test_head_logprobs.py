@@ -94,7 +94,7 @@ def test_the_trainers_forward_gives_the_old_paths_values_and_parameter_gradients
                                                                                cpu_settings: Settings) -> None:
     """The whole policy forward (backbone, response positions, head): chunked head vs full logits, same gradients
     for every parameter, the tied embedding / LM head included."""
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     model = loaded.trainer.model
     mb = collate(six_group_batch(loaded.tokenizer, 1), torch.zeros(6), list(range(6)), loaded.trainer.pad_id)
     weights = torch.randn(mb.response_ids.shape, generator=torch.Generator().manual_seed(2)) * mb.response_mask

@@ -51,12 +51,12 @@ CPU = torch.device("cpu")
 
 @pytest.fixture
 def lora_settings(cpu_settings: Settings) -> Settings:
-    return cpu_settings.model_copy(update={"lora_rank": 4, "lora_alpha": 8.0, "learning_rate": 1e-2})
+    return cpu_settings.with_values(lora_rank=4, lora_alpha=8.0, learning_rate=1e-2)
 
 
 def lora_trainer(tiny_dir: Path, settings: Settings, seed: int = 0):
     torch.manual_seed(seed)  # the adapters' A matrices are drawn at random
-    return fresh_trainer(tiny_dir, settings)
+    return fresh_trainer(tiny_dir, settings.trainer)
 
 
 def tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -98,10 +98,10 @@ def test_a_lora_update_trains_only_the_adapters_and_follows_the_rewards(tiny_dir
 
 def test_activation_checkpointing_recomputes_through_the_adapters_with_the_same_gradients(
         tiny_dir: Path, lora_settings: Settings) -> None:
-    plain_loaded = lora_trainer(tiny_dir, lora_settings.model_copy(update={"gradient_checkpointing": False}))
+    plain_loaded = lora_trainer(tiny_dir, lora_settings.with_values(gradient_checkpointing=False))
     plain = plain_loaded.trainer
     assert not any(getattr(layer.forward, "azr_checkpointed", False) for layer in decoder_layers(plain.model))
-    checkpointed = lora_trainer(tiny_dir, lora_settings.model_copy(update={"gradient_checkpointing": True})).trainer
+    checkpointed = lora_trainer(tiny_dir, lora_settings.with_values(gradient_checkpointing=True)).trainer
     assert all(getattr(layer.forward, "azr_checkpointed", False) for layer in decoder_layers(checkpointed.model))
     batch = six_group_batch(plain_loaded.tokenizer, 2)
     grads, calls = {}, {}
@@ -126,7 +126,7 @@ def test_activation_checkpointing_recomputes_through_the_adapters_with_the_same_
 
 
 def test_lora_dropout_runs_only_in_the_adapters(tiny_dir: Path, lora_settings: Settings) -> None:
-    model = lora_trainer(tiny_dir, lora_settings.model_copy(update={"lora_dropout": 0.5})).trainer.model
+    model = lora_trainer(tiny_dir, lora_settings.with_values(lora_dropout=0.5)).trainer.model
     layers = lora_layers(model).values()
     assert all(isinstance(layer.lora_dropout["default"], torch.nn.Dropout) for layer in layers)
     in_train_mode = {id(m) for m in model.modules() if m.training}
@@ -142,7 +142,8 @@ def test_the_checkpoint_holds_adapters_only_and_is_a_fraction_of_the_full_one(ti
     for label, settings in (("full", cpu_settings), ("lora", lora_settings)):
         loaded = lora_trainer(tiny_dir, settings)
         loaded.trainer.update(six_group_batch(loaded.tokenizer, 1))
-        path = checkpoint_trainer(loaded, tmp_path / label, settings, policy_version=1)
+        path = checkpoint_trainer(loaded, tmp_path / label, settings.trainer, settings_record=settings.resolved(),
+                                  policy_version=1)
         sizes[label] = dir_bytes(path)
         if label == "lora":
             assert not list(path.glob("model*.safetensors")) and not (path / "config.json").exists()
@@ -166,14 +167,15 @@ def test_the_checkpoint_holds_adapters_only_and_is_a_fraction_of_the_full_one(ti
 
 def test_restore_from_adapters_is_bitwise_identical_to_continuing(tiny_dir: Path, lora_settings: Settings,
                                                                   tmp_path: Path) -> None:
-    settings = lora_settings.model_copy(update={"weight_decay": 0.01, "entropy_coef": 0.001,
-                                                "gradient_checkpointing": True})
+    settings = lora_settings.with_values(weight_decay=0.01, entropy_coef=0.001,
+                                                gradient_checkpointing=True)
     run_dir = tmp_path / "run"
     first = lora_trainer(tiny_dir, settings)
     batch1 = six_group_batch(first.tokenizer, 2, policy_version=0)
     batch2 = six_group_batch(first.tokenizer, 3, policy_version=1)
     first.trainer.update(batch1)
-    checkpoint = checkpoint_trainer(first, run_dir, settings, policy_version=1)
+    checkpoint = checkpoint_trainer(first, run_dir, settings.trainer, settings_record=settings.resolved(),
+                                    policy_version=1)
     rng_at_save = torch.random.get_rng_state()
     first.trainer.update(batch2)
     continued = trainer_state(first)
@@ -181,7 +183,7 @@ def test_restore_from_adapters_is_bitwise_identical_to_continuing(tiny_dir: Path
     torch.manual_seed(12345)  # disturb every generator (also what the restore's fresh adapters are drawn from)
     random.seed(12345)
     np.random.seed(12345)
-    restored = restore_trainer(run_dir, settings)
+    restored = restore_trainer(run_dir, settings.trainer)
     assert restored is not None and restored.restored
     assert (restored.trainer.step, restored.trainer.policy_version) == (1, 1)
     assert restored.checkpoint == checkpoint and restored.source == tiny_dir, "the base is what a server loads"
@@ -195,7 +197,8 @@ def test_restore_refuses_another_base_model_or_other_lora_settings(tiny_dir: Pat
                                                                    cpu_settings: Settings, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     loaded = lora_trainer(tiny_dir, lora_settings)
-    checkpoint_trainer(loaded, run_dir, lora_settings, policy_version=1)
+    checkpoint_trainer(loaded, run_dir, lora_settings.trainer, settings_record=lora_settings.resolved(),
+                       policy_version=1)
     other = tmp_path / "other-base"  # same architecture, config and file size; other weights
     shutil.copytree(tiny_dir, other)
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32, local_files_only=True)
@@ -205,16 +208,18 @@ def test_restore_refuses_another_base_model_or_other_lora_settings(tiny_dir: Pat
     model.save_pretrained(other)
     assert (other / "model.safetensors").stat().st_size == (tiny_dir / "model.safetensors").stat().st_size
     with pytest.raises(ValueError, match="another model"):
-        restore_trainer(run_dir, lora_settings, model_dir=other)
+        restore_trainer(run_dir, lora_settings.trainer, model_dir=other)
     with pytest.raises(ValueError, match="lora_rank=0"):
-        restore_trainer(run_dir, cpu_settings)
+        restore_trainer(run_dir, cpu_settings.trainer)
     with pytest.raises(ValueError, match="'r': 4"):
-        restore_trainer(run_dir, lora_settings.model_copy(update={"lora_rank": 8}))
-    assert restore_trainer(run_dir, lora_settings, model_dir=tiny_dir) is not None  # the right base still restores
+        restore_trainer(run_dir, lora_settings.with_values(lora_rank=8).trainer)
+    # the right base still restores
+    assert restore_trainer(run_dir, lora_settings.trainer, model_dir=tiny_dir) is not None
     full_run = tmp_path / "full"
-    checkpoint_trainer(fresh_trainer(tiny_dir, cpu_settings), full_run, cpu_settings, policy_version=1)
+    checkpoint_trainer(fresh_trainer(tiny_dir, cpu_settings.trainer), full_run, cpu_settings.trainer,
+                       settings_record=cpu_settings.resolved(), policy_version=1)
     with pytest.raises(ValueError, match="holds full weights"):
-        restore_trainer(full_run, lora_settings)
+        restore_trainer(full_run, lora_settings.trainer)
 
 
 # ------------------------------------------------------------------------------------------------ (c) the push
@@ -261,7 +266,7 @@ def peft_merged(tiny_dir: Path, settings: Settings, model: torch.nn.Module) -> d
 
     base, _ = load_model_and_tokenizer(tiny_dir)
     with peft_on_transformers5():
-        reference = get_peft_model(base, lora_config(settings))
+        reference = get_peft_model(base, lora_config(settings.trainer.lora))
     adapters = {f"base_model.model.{k}": v for k, v in get_peft_model_state_dict(model).items()}
     assert not set_peft_model_state_dict(reference, adapters).unexpected_keys
     return dict(reference.merge_and_unload().state_dict())
@@ -282,7 +287,8 @@ def test_a_checkpoint_merges_into_a_plain_model_directory_that_azr_eval_scores(t
                                                                               tmp_path: Path) -> None:
     loaded = lora_trainer(tiny_dir, lora_settings)
     loaded.trainer.update(six_group_batch(loaded.tokenizer, 2))
-    checkpoint = checkpoint_trainer(loaded, tmp_path / "run", lora_settings, policy_version=1)
+    checkpoint = checkpoint_trainer(loaded, tmp_path / "run", lora_settings.trainer,
+                                    settings_record=lora_settings.resolved(), policy_version=1)
     merged_dir = write_merged_model(checkpoint, tmp_path / "merged")
     merged, _ = load_model_and_tokenizer(merged_dir)
     expected = merged_state_dict(loaded.trainer.model)
@@ -316,7 +322,7 @@ def test_the_fsdp_trainer_refuses_lora_by_name(tiny_dir: Path, lora_settings: Se
     model, tokenizer = load_model_and_tokenizer(tiny_dir)
     ranks = RankInfo(rank=0, world_size=2, local_rank=0, device=CPU)
     with pytest.raises(ValueError, match=r"lora_rank=4 \(LoRA\) is not supported by the multi-rank FSDP trainer"):
-        build_trainer(model, tokenizer, lora_settings, ranks, base_dir=tiny_dir)
+        build_trainer(model, tokenizer, lora_settings.trainer, ranks, base_dir=tiny_dir)
     assert not lora_layers(model), "refused before any adapter was added"
 
 

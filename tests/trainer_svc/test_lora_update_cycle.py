@@ -59,7 +59,7 @@ def step_episodes(step: int) -> list[Episode]:
 
 def lora_trainer(tiny_dir: Path, settings: Settings) -> LoadedPolicy:
     torch.manual_seed(0)  # the same adapter initialisation for the reference and the run
-    return fresh_trainer(tiny_dir, settings)
+    return fresh_trainer(tiny_dir, settings.trainer)
 
 
 class Session:
@@ -70,9 +70,10 @@ class Session:
         self.board = InProcessPolicyVersionBoard()
         self.engine = LocalEngine(loaded.source, device="cpu")
         self.store = store
-        self.trainer = InProcessTrainer(loaded=loaded, settings=settings, queue=self.queue,
-                                        applied_log=InProcessAppliedEpisodeLog(), engines=[self.engine],
-                                        board=self.board)
+        self.trainer = InProcessTrainer(loaded=loaded, settings=settings.trainer, rollout=settings.rollout,
+                                        settings_record=settings.resolved(), run_dir=settings.run.run_dir,
+                                        queue=self.queue, applied_log=InProcessAppliedEpisodeLog(),
+                                        engines=[self.engine], board=self.board)
         self.trainer.start()
 
     def step(self, step: int, episodes: list[Episode]) -> dict:
@@ -88,7 +89,7 @@ def test_lora_through_the_embedded_update_cycle_pushes_merged_weights_and_resume
         tiny_dir: Path, settings: Settings, store) -> None:
     steps = {s: step_episodes(s) for s in (1, 2, 3)}
     probe = steps[1][0]
-    reference = lora_trainer(tiny_dir, settings.model_copy(update={"run_id": "reference"}))
+    reference = lora_trainer(tiny_dir, settings.with_values(run_id="reference"))
     for s in (1, 2, 3):
         reference.trainer.update(sorted(steps[s], key=lambda e: e.id))
 
@@ -98,17 +99,17 @@ def test_lora_through_the_embedded_update_cycle_pushes_merged_weights_and_resume
     for s in (1, 2, 3):
         report = first.step(s, steps[s])
         assert report["policy_version"] == s and first.engine.weight_version() == str(s)
-        assert first.engine.model_info()["model_path"] == str(settings.run_dir / "weights" / f"v{s:06d}")
+        assert first.engine.model_info()["model_path"] == str(settings.run.run_dir / "weights" / f"v{s:06d}")
         served[s] = first.engine.forward_logprobs(probe.prompt_ids, probe.response_ids)
     assert served[1] != pytest.approx(base_lp, abs=1e-6), "the engine must serve the adapted policy"
     assert served[2] != pytest.approx(served[1], abs=1e-6)
-    [checkpoint] = list_checkpoints(settings.run_dir)
+    [checkpoint] = list_checkpoints(settings.run.run_dir)
     assert checkpoint.name == "v000002" and (checkpoint / ADAPTER_WEIGHTS_FILE).exists()
     assert not list(checkpoint.glob("model*.safetensors")), "adapters only"
     assert first.queue.pending() == 6, "step 3 is not in a full checkpoint: not acknowledged"
     del first  # the process dies with the update of step 3
 
-    restored = restore_trainer(settings.run_dir, settings, model_dir=tiny_dir)
+    restored = restore_trainer(settings.run.run_dir, settings.trainer, model_dir=tiny_dir)
     assert restored is not None and restored.trainer.policy_version == 2 and restored.source == tiny_dir
     second = Session(restored, settings, store)  # the engine starts on the base, then gets the merged v2
     assert second.engine.weight_version() == "2"

@@ -24,11 +24,11 @@ def with_engine_logprobs(batch: list[Episode], value: float | None) -> list[Epis
 
 def test_the_first_epoch_ratio_is_exactly_one_whatever_the_engine_reported(tiny_dir: Path,
                                                                            cpu_settings: Settings) -> None:
-    tokenizer = fresh_trainer(tiny_dir, cpu_settings).tokenizer
+    tokenizer = fresh_trainer(tiny_dir, cpu_settings.trainer).tokenizer
     batch = six_group_batch(tokenizer, per_group=3)
     weights = []
     for engine_value in (-7.5, -0.01, None):  # far off, close, absent: the update must not care
-        trainer = fresh_trainer(tiny_dir, cpu_settings).trainer
+        trainer = fresh_trainer(tiny_dir, cpu_settings.trainer).trainer
         report = trainer.update(with_engine_logprobs(batch, engine_value))
         assert report.ratio_max == 1.0
         assert report.clip_fraction == 0.0 and report.approx_kl == 0.0
@@ -38,7 +38,7 @@ def test_the_first_epoch_ratio_is_exactly_one_whatever_the_engine_reported(tiny_
 
 
 def test_the_mismatch_metrics_measure_the_engine_against_the_policy(tiny_dir: Path, cpu_settings: Settings) -> None:
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     trainer, tokenizer = loaded.trainer, loaded.tokenizer
     batch = six_group_batch(tokenizer, per_group=2)
     shift = 0.25
@@ -54,13 +54,13 @@ def test_the_mismatch_metrics_measure_the_engine_against_the_policy(tiny_dir: Pa
     assert report.logprob_mismatch_abs == pytest.approx(shift, abs=1e-4)
     # k3 with log ρ = −shift on every token: e^{−shift} − 1 + shift
     assert report.logprob_mismatch_kl == pytest.approx(math.exp(-shift) - 1 + shift, abs=1e-4)
-    plain = fresh_trainer(tiny_dir, cpu_settings).trainer.update(with_engine_logprobs(batch, None))
+    plain = fresh_trainer(tiny_dir, cpu_settings.trainer).trainer.update(with_engine_logprobs(batch, None))
     assert plain.logprob_mismatch_tokens == 0 and plain.logprob_mismatch_abs is None
 
 
 def test_a_second_epoch_keeps_the_pre_update_log_probs(tiny_dir: Path, cpu_settings: Settings) -> None:
     """With two PPO epochs π_old stays the first epoch's values, so the second epoch's ratio moves off 1."""
-    settings = cpu_settings.model_copy(update={"ppo_epochs": 2, "learning_rate": 5e-3})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(ppo_epochs=2, learning_rate=5e-3)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     report = loaded.trainer.update(six_group_batch(loaded.tokenizer, per_group=3))
     assert report.ratio_max > 1.0 and report.approx_kl != 0.0

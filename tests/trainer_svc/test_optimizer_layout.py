@@ -24,9 +24,9 @@ from trainer_svc.resume import fresh_trainer
 
 def test_layouts_convert_losslessly_and_either_resumes_bitwise(tiny_dir: Path, cpu_settings: Settings) -> None:
     # every batch steps (Table 3): one episode per group leaves every advantage 0, and AdamW's state must exist
-    settings = cpu_settings.model_copy(update={"weight_decay": 0.01, "entropy_coef": 0.001,
-                                               "skip_zero_advantage_batches": False})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(weight_decay=0.01, entropy_coef=0.001,
+                                               skip_zero_advantage_batches=False)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     trainer = loaded.trainer
     trainer.update(six_group_batch(loaded.tokenizer, 1))
     names = parameter_names(trainer.model, trainer.optimizer)
@@ -43,7 +43,7 @@ def test_layouts_convert_losslessly_and_either_resumes_bitwise(tiny_dir: Path, c
     trainer.update(batch2)
     expected = trainer.model.state_dict()
     for state, layout in ((by_index, BY_INDEX), (by_name, BY_NAME)):
-        other = fresh_trainer(tiny_dir, settings).trainer
+        other = fresh_trainer(tiny_dir, settings.trainer).trainer
         other.model.load_state_dict(weights)
         load_optimizer_state(other.model, other.optimizer, copy.deepcopy(state), layout, sharded=False)
         other.update(batch2)
@@ -52,7 +52,7 @@ def test_layouts_convert_losslessly_and_either_resumes_bitwise(tiny_dir: Path, c
 
 
 def test_state_of_another_model_is_refused(tiny_dir: Path, cpu_settings: Settings) -> None:
-    trainer = fresh_trainer(tiny_dir, cpu_settings).trainer
+    trainer = fresh_trainer(tiny_dir, cpu_settings.trainer).trainer
     names = parameter_names(trainer.model, trainer.optimizer)
     state = {"state": {}, "param_groups": [{"lr": 1e-3, "params": names[:-1]}]}
     with pytest.raises(ValueError, match="covers"):

@@ -26,7 +26,7 @@ R2, R7 = math.sqrt(2.0), math.sqrt(7.0)
 
 
 def trainer_for(tiny_dir: Path, settings: Settings) -> tuple[PolicyTrainer, object]:
-    loaded = fresh_trainer(tiny_dir, settings)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     return loaded.trainer, loaded.tokenizer
 
 
@@ -45,7 +45,7 @@ def test_trr_statistics_per_sample_and_token_weighted(tiny_dir: Path, cpu_settin
     trainer, tok = trainer_for(tiny_dir, cpu_settings)
     batch = three_episodes(tok)
     torch.testing.assert_close(trainer.advantages(batch), torch.tensor([R2, -1 / R2, -1 / R2]), atol=1e-5, rtol=0)
-    trainer.settings = cpu_settings.model_copy(update={"trr_statistics": "token-weighted"})
+    trainer.settings = cpu_settings.trainer.model_copy(update={"trr_statistics": "token-weighted"})
     torch.testing.assert_close(trainer.advantages(batch), torch.tensor([6 / R7, -1 / R7, -1 / R7]), atol=1e-5, rtol=0)
 
 
@@ -67,7 +67,7 @@ def test_loss_aggregation_both_ways_whatever_the_memory_micro_batches(tiny_dir: 
     batch = three_episodes(tok)
     for statistics, mode, expected in HAND_PG_LOSS:
         for micro_batch_size in (1, 3):
-            trainer.settings = cpu_settings.model_copy(update={
+            trainer.settings = cpu_settings.trainer.model_copy(update={
                 "trr_statistics": statistics, "loss_agg_mode": mode, "loss_agg_micro_batch_size": 2,
                 "micro_batch_size": micro_batch_size})
             report = trainer.update(batch)
@@ -75,7 +75,7 @@ def test_loss_aggregation_both_ways_whatever_the_memory_micro_batches(tiny_dir: 
 
 
 def test_entropy_bonus_is_aggregated_like_the_policy_loss(tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"entropy_coef": 1.0, "loss_agg_mode": "seq-mean-token-mean"})
+    settings = cpu_settings.with_values(entropy_coef=1.0, loss_agg_mode="seq-mean-token-mean")
     trainer, tok = trainer_for(tiny_dir, settings)
     with torch.no_grad():  # random weights give every position almost the same entropy: sharpen them apart
         trainer.model.get_output_embeddings().weight.mul_(5.0)
@@ -106,7 +106,7 @@ def test_clip_range_of_each_preset_reaches_the_loss(tiny_dir: Path, cpu_settings
     mb = replace(current, old_logprobs=logprobs - ratios.log(), has_old_logprobs=torch.ones(3, dtype=torch.bool),
                  advantages=torch.tensor([1.0, -1.0, -1.0]))
     for preset, expected in (("paper", 4.6 / 3), ("authors-code", 2.55 / 3)):
-        policy_loss = PolicyLoss.from_settings(load_settings(CONFIGS / f"{preset}.toml"))
+        policy_loss = PolicyLoss.from_settings(load_settings(CONFIGS / f"{preset}.toml").trainer)
         trainer.model.zero_grad(set_to_none=True)
         stats = accumulate_gradients(trainer.model, [mb], policy_loss=policy_loss,
                                      loss_weights=policy_loss.episode_weights(batch), entropy_coef=0.0, device=CPU)

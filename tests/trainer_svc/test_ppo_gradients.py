@@ -21,7 +21,7 @@ CPU = torch.device("cpu")
 
 
 def trainer_for(tiny_dir: Path, settings: Settings) -> tuple[PolicyTrainer, object]:
-    loaded = fresh_trainer(tiny_dir, settings)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     return loaded.trainer, loaded.tokenizer
 
 
@@ -73,7 +73,7 @@ def test_clipping_zeroes_the_gradient_only_outside_the_trust_region_in_the_advan
 
 
 def test_entropy_bonus_raises_entropy(tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"entropy_coef": 1.0, "skip_zero_advantage_batches": False})
+    settings = cpu_settings.with_values(entropy_coef=1.0, skip_zero_advantage_batches=False)
     trainer, tok = trainer_for(tiny_dir, settings)
     prompt = text_ids(tok, "def f(nums):")
     eps = [episode(prompt, text_ids(tok, t), reward=1.0) for t in ("return nums", "return sum(nums)")]
@@ -128,7 +128,7 @@ def pad_further(mb: MicroBatch, extra_seq: int, extra_resp: int, pad_id: int) ->
 
 
 def test_padding_changes_neither_loss_nor_gradient(tiny_dir: Path, cpu_settings: Settings) -> None:
-    trainer, tok = trainer_for(tiny_dir, cpu_settings.model_copy(update={"entropy_coef": 0.01}))
+    trainer, tok = trainer_for(tiny_dir, cpu_settings.with_values(entropy_coef=0.01))
     batch = six_group_batch(tok, per_group=2)
     adv = trainer.advantages(batch)
     one = collate(batch, adv, list(range(len(batch))), trainer.pad_id)
@@ -144,7 +144,7 @@ def test_padding_changes_neither_loss_nor_gradient(tiny_dir: Path, cpu_settings:
 
 
 def test_micro_batch_accumulation_equals_the_full_batch_gradient(tiny_dir: Path, cpu_settings: Settings) -> None:
-    trainer, tok = trainer_for(tiny_dir, cpu_settings.model_copy(update={"entropy_coef": 0.01}))
+    trainer, tok = trainer_for(tiny_dir, cpu_settings.with_values(entropy_coef=0.01))
     batch = six_group_batch(tok, per_group=2)
     adv = trainer.advantages(batch)
     full = [collate(batch, adv, list(range(len(batch))), trainer.pad_id)]
@@ -188,7 +188,7 @@ def test_behaviour_logprobs_from_the_local_engine_give_ratio_one(tiny_dir: Path,
     sampled = engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=temperature, seed=7))
     eps = [episode(prompts[i], c.output_ids, float(i), behaviour_logprobs=c.logprobs)
            for i, completions in enumerate(sampled) for c in completions]
-    settings = cpu_settings.model_copy(update={"temperature": temperature, "learning_rate": 1e-6})
+    settings = cpu_settings.with_values(temperature=temperature, learning_rate=1e-6)
     trainer, _ = trainer_for(tiny_dir, settings)
     report = trainer.update(eps)
     assert report.tokens == sum(len(e.response_ids) for e in eps) > 0

@@ -24,9 +24,10 @@ from trainer_svc.weight_export import list_pushed_weights
 
 
 def service_for(loaded, settings: Settings, queue, *, engines=(), board=None, log=None) -> TrainerService:
-    return TrainerService(loaded=loaded, settings=settings, queue=queue,
-                          applied_log=log or InProcessAppliedEpisodeLog(), run_dir=settings.run_dir, engines=engines,
-                          board=board, read_count=7)
+    return TrainerService(loaded=loaded, settings=settings.trainer, rollout=settings.rollout,
+                          settings_record=settings.resolved(), queue=queue,
+                          applied_log=log or InProcessAppliedEpisodeLog(), run_dir=settings.run.run_dir,
+                          engines=engines, board=board, read_count=7)
 
 
 def run_until_update(service: TrainerService, max_polls: int = 50):
@@ -39,8 +40,8 @@ def run_until_update(service: TrainerService, max_polls: int = 50):
 
 def test_a_batch_is_trained_checkpointed_pushed_published_then_acknowledged(tiny_dir: Path, cpu_settings: Settings
                                                                             ) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 2})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=2)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     engine = LocalEngine(tiny_dir, device="cpu")
     board = InProcessPolicyVersionBoard()
     queue = InProcessEpisodeQueue(claim_after_s=60)
@@ -53,24 +54,24 @@ def test_a_batch_is_trained_checkpointed_pushed_published_then_acknowledged(tiny
     service = service_for(loaded, settings, queue, engines=[engine], board=board)
     report = run_until_update(service)
     assert sorted(g.count for g in report.groups) == [2] * 6 and report.episodes == 12
-    assert [p.name for p in list_checkpoints(settings.run_dir)] == ["v000001"]
+    assert [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000001"]
     assert engine.weight_version() == "1" and board.current() == 1
-    assert engine.model_info()["model_path"] == str(settings.run_dir / "weights" / "v000001")
+    assert engine.model_info()["model_path"] == str(settings.run.run_dir / "weights" / "v000001")
     after = engine.forward_logprobs(probe.prompt_ids, probe.response_ids)
     assert after != pytest.approx(before, abs=1e-6), "the engine must serve the updated weights"
     # the 12 trained on are acknowledged; the 3 extras wait, read into the pool (pending) or still queued
     assert queue.pending() + queue.depth() == 3 and queue.pending() == len(service.pool)
-    state = load_trainer_state(settings.run_dir / "checkpoints" / "v000001")
+    state = load_trainer_state(settings.run.run_dir / "checkpoints" / "v000001")
     assert sorted(state.applied_episode_ids) == sorted(e.id for e in batch)
-    line = json.loads((settings.run_dir / METRICS_FILE).read_text().splitlines()[0])
+    line = json.loads((settings.run.run_dir / METRICS_FILE).read_text().splitlines()[0])
     assert line["step"] == 1 and line["published_version"] == 1 and line["checkpoint"].endswith("v000001")
     assert line["weights"].endswith("weights/v000001")
 
 
 def test_bf16_weights_are_pushed_every_update_and_the_full_checkpoint_written_every_k(tiny_dir: Path,
                                                                                       cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "checkpoint_every": 3, "max_staleness": 5})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1, checkpoint_every=3, max_staleness=5)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     engine = LocalEngine(tiny_dir, device="cpu")
     board = InProcessPolicyVersionBoard()
     queue = InProcessEpisodeQueue(claim_after_s=60)
@@ -80,20 +81,20 @@ def test_bf16_weights_are_pushed_every_update_and_the_full_checkpoint_written_ev
         queue.publish(six_group_batch(loaded.tokenizer, 1))
         run_until_update(service)
         assert engine.weight_version() == str(version) and board.current() == version
-        pushed = settings.run_dir / "weights" / f"v{version:06d}"
+        pushed = settings.run.run_dir / "weights" / f"v{version:06d}"
         assert engine.model_info()["model_path"] == str(pushed)
         with safe_open(str(pushed / "model.safetensors"), "pt") as weights:
             assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.bfloat16}
         assert json.loads((pushed / "config.json").read_text())["dtype"] == "bfloat16"
         assert not (pushed / "trainer_state.pt").exists()
         if version < 3:  # weights only: no full checkpoint yet, nothing acknowledged
-            assert list_checkpoints(settings.run_dir) == [] and queue.pending() == 6 * version
-    assert [p.name for p in list_checkpoints(settings.run_dir)] == ["v000003"]
-    assert [p.name for p in list_pushed_weights(settings.run_dir)] == ["v000002", "v000003"]
+            assert list_checkpoints(settings.run.run_dir) == [] and queue.pending() == 6 * version
+    assert [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000003"]
+    assert [p.name for p in list_pushed_weights(settings.run.run_dir)] == ["v000002", "v000003"]
     assert queue.pending() == 0 and service.counters.pushes == 3 and service.counters.checkpoints == 1
-    assert len(load_trainer_state(settings.run_dir / "checkpoints" / "v000003").applied_episode_ids) == 18
-    full = (settings.run_dir / "checkpoints" / "v000003" / "model.safetensors").stat().st_size
-    served = (settings.run_dir / "weights" / "v000003" / "model.safetensors").stat().st_size
+    assert len(load_trainer_state(settings.run.run_dir / "checkpoints" / "v000003").applied_episode_ids) == 18
+    full = (settings.run.run_dir / "checkpoints" / "v000003" / "model.safetensors").stat().st_size
+    served = (settings.run.run_dir / "weights" / "v000003" / "model.safetensors").stat().st_size
     assert served < 0.55 * full  # bf16 against fp32
 
 
@@ -102,30 +103,30 @@ def test_a_restart_from_the_last_full_checkpoint_redoes_exactly_the_updates_it_l
     """Five updates with k = 3, the trainer dropped without a word after the fifth (as a kill would), a new one
     restored from v3: the board is rewound from 5 to 3, batches 4 and 5 come back and are applied once, and after
     batch 6 the state is bitwise the uninterrupted trainer's."""
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "checkpoint_every": 3, "max_staleness": 10})
-    tokenizer = fresh_trainer(tiny_dir, settings).tokenizer
+    settings = cpu_settings.with_values(batch_size=1, checkpoint_every=3, max_staleness=10)
+    tokenizer = fresh_trainer(tiny_dir, settings.trainer).tokenizer
     batches = [six_group_batch(tokenizer, 1) for _ in range(6)]
-    reference = fresh_trainer(tiny_dir, settings.model_copy(update={"run_id": "reference"}))
+    reference = fresh_trainer(tiny_dir, settings.with_values(run_id="reference").trainer)
     for batch in batches:
         reference.trainer.update(batch)
 
     board, log = InProcessPolicyVersionBoard(), InProcessAppliedEpisodeLog()
     queue = InProcessEpisodeQueue(claim_after_s=0.2)
-    first = service_for(fresh_trainer(tiny_dir, settings), settings, queue, board=board, log=log)
+    first = service_for(fresh_trainer(tiny_dir, settings.trainer), settings, queue, board=board, log=log)
     first.start()
     for batch in batches[:5]:
         queue.publish(batch)
         run_until_update(first)
-    assert board.current() == 5 and [p.name for p in list_checkpoints(settings.run_dir)] == ["v000003"]
+    assert board.current() == 5 and [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000003"]
     assert queue.pending() == 12  # batches 4 and 5: applied, pushed, never acknowledged
     del first  # killed: its updates 4 and 5 are gone with it
 
-    restored = restore_trainer(settings.run_dir, settings)
+    restored = restore_trainer(settings.run.run_dir, settings.trainer)
     assert restored is not None and (restored.trainer.step, restored.trainer.policy_version) == (3, 3)
     second = service_for(restored, settings, queue, board=board, log=log)
     second.start()
     assert board.current() == 3, "versions 4 and 5 were never checkpointed: the board goes back to 3"
-    assert [p.name for p in list_pushed_weights(settings.run_dir)] == ["v000003"]  # 4 and 5 will be made anew
+    assert [p.name for p in list_pushed_weights(settings.run.run_dir)] == ["v000003"]  # 4 and 5 will be made anew
     time.sleep(0.25)  # past the claim timeout: the queue hands batches 4 and 5 out again
     run_until_update(second)
     run_until_update(second)
@@ -134,24 +135,24 @@ def test_a_restart_from_the_last_full_checkpoint_redoes_exactly_the_updates_it_l
     assert second.counters.duplicates_skipped == 0 and second.counters.updates == 3
     assert (restored.trainer.step, restored.trainer.policy_version, board.current()) == (6, 6, 6)
     assert queue.pending() == 0 and queue.depth() == 0
-    assert sorted(load_trainer_state(settings.run_dir / "checkpoints" / "v000006").applied_episode_ids) == \
+    assert sorted(load_trainer_state(settings.run.run_dir / "checkpoints" / "v000006").applied_episode_ids) == \
         sorted(e.id for batch in batches[3:] for e in batch)
     assert_bitwise_equal(trainer_state(restored), trainer_state(reference))
 
 
 def test_episodes_of_a_checkpoint_whose_ack_was_lost_are_not_applied_again(tiny_dir: Path, cpu_settings: Settings
                                                                           ) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "checkpoint_every": 2})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1, checkpoint_every=2)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=0.3)
     batch = six_group_batch(loaded.tokenizer, 1)
     queue.publish(batch)
     crashing = service_for(loaded, settings, queue)
     run_until_update(crashing)
     crashing.cycle.checkpoint()  # the full checkpoint is durable; the trainer dies before marking and acknowledging
-    assert [p.name for p in list_checkpoints(settings.run_dir)] == ["v000001"] and queue.pending() == 6
+    assert [p.name for p in list_checkpoints(settings.run.run_dir)] == ["v000001"] and queue.pending() == 6
 
-    restored = restore_trainer(settings.run_dir, settings)
+    restored = restore_trainer(settings.run.run_dir, settings.trainer)
     assert restored is not None and restored.trainer.step == 1
     engine = LocalEngine(tiny_dir, device="cpu")
     board = InProcessPolicyVersionBoard()
@@ -169,8 +170,8 @@ def test_episodes_of_a_checkpoint_whose_ack_was_lost_are_not_applied_again(tiny_
 
 def test_stale_and_malformed_episodes_are_dropped_counted_and_acknowledged(tiny_dir: Path, cpu_settings: Settings
                                                                           ) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "max_staleness": 0})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1, max_staleness=0)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=60)
     queue.publish(six_group_batch(loaded.tokenizer, 1, policy_version=0))
     service = service_for(loaded, settings, queue)
@@ -182,14 +183,14 @@ def test_stale_and_malformed_episodes_are_dropped_counted_and_acknowledged(tiny_
     report = run_until_update(service)
     assert report.stale_dropped == 6 and service.counters.stale_dropped == 6
     assert service.counters.rejected == 1
-    assert {e.id for e in fresh} == set(load_trainer_state(settings.run_dir / "checkpoints" / "v000002")
+    assert {e.id for e in fresh} == set(load_trainer_state(settings.run.run_dir / "checkpoints" / "v000002")
                                         .applied_episode_ids)
     assert queue.pending() == 0
 
 
 def test_a_redelivery_while_waiting_is_folded_into_the_same_episode(tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"batch_size": 1})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=0.2)
     batch = six_group_batch(loaded.tokenizer, 1)
     queue.publish(batch[:3])
@@ -210,17 +211,18 @@ def test_every_update_line_also_reaches_tensorboard(tiny_dir: Path, cpu_settings
 
     from services.reporting.metric_sinks import TensorBoardSink
 
-    settings = cpu_settings.model_copy(update={"batch_size": 1})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=60)
     queue.publish(six_group_batch(loaded.tokenizer, 1) + six_group_batch(loaded.tokenizer, 1))
-    sink = TensorBoardSink(settings.run_dir / "tensorboard")
-    service = TrainerService(loaded=loaded, settings=settings, queue=queue, applied_log=InProcessAppliedEpisodeLog(),
-                             run_dir=settings.run_dir, read_count=7, sinks=[sink])
+    sink = TensorBoardSink(settings.run.run_dir / "tensorboard")
+    service = TrainerService(loaded=loaded, settings=settings.trainer, rollout=settings.rollout,
+                             settings_record=settings.resolved(), queue=queue, applied_log=InProcessAppliedEpisodeLog(),
+                             run_dir=settings.run.run_dir, read_count=7, sinks=[sink])
     first, second = run_until_update(service), run_until_update(service)
     sink.close()
-    lines = [json.loads(line) for line in (settings.run_dir / METRICS_FILE).read_text().splitlines()]
-    scalars = read_scalars(settings.run_dir / "tensorboard")
+    lines = [json.loads(line) for line in (settings.run.run_dir / METRICS_FILE).read_text().splitlines()]
+    scalars = read_scalars(settings.run.run_dir / "tensorboard")
     assert scalars["trainer/loss"] == {first.step: pytest.approx(lines[0]["loss"]),
                                        second.step: pytest.approx(lines[1]["loss"])}
     assert scalars["trainer/published_version"] == {1: 1.0, 2: 2.0}
@@ -231,8 +233,8 @@ def test_train_on_takes_one_steps_episodes_through_the_same_rules(tiny_dir: Path
     """The embedded profile's step-synchronous update goes through the distributed loop's rules: a group short of B
     still trains, a malformed episode is rejected and acknowledged, an episode of an applied id is not trained
     twice, and episodes outside the step wait in the pool for their own step."""
-    settings = cpu_settings.model_copy(update={"batch_size": 2})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=2)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=60)
     service = service_for(loaded, settings, queue)
     step1 = six_group_batch(loaded.tokenizer, 1)  # one per group: short of B = 2

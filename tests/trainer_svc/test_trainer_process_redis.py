@@ -134,12 +134,13 @@ def test_sigkill_between_an_update_and_its_full_checkpoint_resumes_bitwise(redis
         assert queue.pending() == 0 and queue.depth() == 0 and int(client.get(version_key)) == 6
         settings = saved_settings(run_dir / "checkpoints" / "v000006" / "settings.json",
                                   run_root=tmp_path / "reference", run_id="reference")
-        assert (settings.profile, settings.device, settings.checkpoint_every) == ("distributed", "cpu", 3)
+        assert (settings.run.profile, settings.run.device,
+                settings.trainer.checkpoint_every) == ("distributed", "cpu", 3)
         with threads_for_updates(settings):
-            reference = fresh_trainer(tiny_dir, settings)
+            reference = fresh_trainer(tiny_dir, settings.trainer)
             for batch in batches:
                 reference.trainer.update(batch)
-        resumed = restore_trainer(run_dir, settings)
+        resumed = restore_trainer(run_dir, settings.trainer)
         assert resumed is not None and resumed.trainer.step == reference.trainer.step == 6
         assert optimizer_steps(trainer_state(reference)) == {6}, "every batch's update stepped"
         assert_bitwise_equal(trainer_state(resumed), trainer_state(reference))

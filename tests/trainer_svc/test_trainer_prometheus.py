@@ -45,14 +45,15 @@ def run_until_update(service: TrainerService, max_polls: int = 50) -> UpdateRepo
 @pytest.mark.slow
 def test_scrape_after_updates_shows_version_throughput_and_drops(tiny_dir: Path, cpu_settings: Settings) -> None:
     # B = 1 leaves every advantage 0: Table 3's rule (every batch steps) so the updates have a throughput to show
-    settings = cpu_settings.model_copy(update={"batch_size": 1, "max_staleness": 0, "entropy_coef": 0.001,
-                                               "skip_zero_advantage_batches": False})
-    loaded = fresh_trainer(tiny_dir, settings)
+    settings = cpu_settings.with_values(batch_size=1, max_staleness=0, entropy_coef=0.001,
+                                               skip_zero_advantage_batches=False)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     queue = InProcessEpisodeQueue(claim_after_s=60)
     board = InProcessPolicyVersionBoard()
     metrics = TrainerMetrics()
-    service = TrainerService(loaded=loaded, settings=settings, queue=queue, applied_log=InProcessAppliedEpisodeLog(),
-                             run_dir=settings.run_dir, board=board, read_count=7, metrics=metrics)
+    service = TrainerService(loaded=loaded, settings=settings.trainer, rollout=settings.rollout,
+                             settings_record=settings.resolved(), queue=queue, applied_log=InProcessAppliedEpisodeLog(),
+                             run_dir=settings.run.run_dir, board=board, read_count=7, metrics=metrics)
     endpoint = serve_metrics(metrics.registry, free_port(), "127.0.0.1")
     assert endpoint is not None
     url = f"http://127.0.0.1:{endpoint.port}/metrics"

@@ -51,7 +51,7 @@ def test_an_engine_that_found_every_sampled_token_half_as_likely_doubles_the_upd
     """The same micro-batch trained with the engine's log-probs equal to the trainer's (weight 1), then one
     log 2 below (the trainer's policy makes these tokens twice as likely: weight 2 under a cap of 3): the gradient
     doubles; without the setting (cap 0) the engine's log-probs change nothing."""
-    loaded = fresh_trainer(tiny_dir, cpu_settings)
+    loaded = fresh_trainer(tiny_dir, cpu_settings.trainer)
     trainer = loaded.trainer
     batch = six_group_batch(loaded.tokenizer, per_group=2)
     micro = [collate(batch, trainer.advantages(batch), list(range(len(batch))), trainer.pad_id)]

@@ -19,7 +19,7 @@ from trainer_svc.resume import fresh_trainer
 
 
 def trainer_for(tiny_dir: Path, settings: Settings) -> tuple[PolicyTrainer, object]:
-    loaded = fresh_trainer(tiny_dir, settings)
+    loaded = fresh_trainer(tiny_dir, settings.trainer)
     return loaded.trainer, loaded.tokenizer
 
 
@@ -36,8 +36,8 @@ def no_signal_batch(tok) -> list[Episode]:
 
 def test_a_batch_without_signal_makes_no_step_but_the_version_advances(tiny_dir: Path, cpu_settings: Settings
                                                                       ) -> None:
-    settings = cpu_settings.model_copy(update={"entropy_coef": 0.001, "weight_decay": 0.01,
-                                               "skip_zero_advantage_batches": True})
+    settings = cpu_settings.with_values(entropy_coef=0.001, weight_decay=0.01,
+                                               skip_zero_advantage_batches=True)
     trainer, tok = trainer_for(tiny_dir, settings)
     before = weights(trainer)
     report = trainer.update(no_signal_batch(tok))
@@ -55,8 +55,8 @@ def test_without_the_skip_such_a_batch_moves_every_weight(tiny_dir: Path, cpu_se
                                                           entropy_coef: float) -> None:
     """The defect the setting exists for: with the entropy bonus alone AdamW normalises a tiny gradient into a
     full-size step; at entropy 0 weight decay still moves every weight."""
-    settings = cpu_settings.model_copy(update={"entropy_coef": entropy_coef, "weight_decay": 0.01,
-                                               "skip_zero_advantage_batches": False})
+    settings = cpu_settings.with_values(entropy_coef=entropy_coef, weight_decay=0.01,
+                                               skip_zero_advantage_batches=False)
     trainer, tok = trainer_for(tiny_dir, settings)
     before = weights(trainer)
     report = trainer.update(no_signal_batch(tok))
@@ -75,7 +75,7 @@ def signal_in_two_groups(tok) -> list[Episode]:
 
 def test_entropy_zero_trains_only_the_signal_episodes_and_equals_the_whole_batch_update(
         tiny_dir: Path, cpu_settings: Settings) -> None:
-    settings = cpu_settings.model_copy(update={"entropy_coef": 0.0, "micro_batch_size": 3})
+    settings = cpu_settings.with_values(entropy_coef=0.0, micro_batch_size=3)
     cheap, tok = trainer_for(tiny_dir, settings)
     full, _ = trainer_for(tiny_dir, settings)
     # Plain SGD, so the weights after the step are the (clipped) gradient itself: AdamW's m/sqrt(v) would blow
@@ -93,7 +93,7 @@ def test_entropy_zero_trains_only_the_signal_episodes_and_equals_the_whole_batch
     micro_batches = build_micro_batches(batch, advantages, pad_id=full.pad_id, micro_batch_size=3)
     accumulate_gradients(full.model, micro_batches, entropy_coef=0.0,
                          device=torch.device("cpu"))
-    torch.nn.utils.clip_grad_norm_(full.model.parameters(), settings.grad_clip)
+    torch.nn.utils.clip_grad_norm_(full.model.parameters(), settings.trainer.grad_clip)
     full.optimizer.step()
 
     assert report.signal_episodes == signal and report.trained_episodes == signal

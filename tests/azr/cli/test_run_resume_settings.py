@@ -47,4 +47,5 @@ def test_what_fixes_an_update_s_numbers_is_resumed_over_the_environment(tmp_path
     monkeypatch.setenv("AZR_TRAINER_BF16_CPU", "true")
     monkeypatch.setenv("AZR_WEIGHT_DECAY", "0.0")
     settings = load_settings(None, **overrides)
-    assert (settings.trainer_bf16_cpu, settings.weight_decay, settings.local_engine_dtype) == (False, 0.05, "float32")
+    assert (settings.trainer.trainer_bf16_cpu, settings.trainer.weight_decay,
+            settings.inference.local_engine_dtype) == (False, 0.05, "float32")

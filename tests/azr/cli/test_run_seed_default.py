@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from services.algorithm.task_types import TaskType
-from services.profile_defaults import PACKAGED_SEED_FILES
 from services.settings import Settings
+from services.settings.profiles import PACKAGED_SEED_FILES
 from services.store import open_store
 
 AZR = [sys.executable, "-m", "azr"]
 
 
 def test_the_embedded_profile_defaults_to_the_shipped_seed_files(shared_dir: Path) -> None:
-    assert Settings().seed_files == list(PACKAGED_SEED_FILES)
-    assert Settings(profile="distributed").seed_files == []  # the paper's way: the base model seeds
+    assert Settings().rollout.seed_files == list(PACKAGED_SEED_FILES)
+    assert Settings(profile="distributed").rollout.seed_files == []  # the paper's way: the base model seeds
     for path in PACKAGED_SEED_FILES:
         shipped = path.read_bytes()
         assert shipped == (shared_dir / "data" / "azr_seeds" / path.name).read_bytes(), path.name

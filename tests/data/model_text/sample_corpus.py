@@ -122,7 +122,8 @@ def main() -> None:
     io_rows = load_rows(SEEDS / "7b_coder_seed_io.jsonl")
     f_rows = load_rows(SEEDS / "7b_coder_code_f_seed_io.jsonl")
     settings = Settings(local_engine=args.engine, device="cpu", seed=args.seed, torch_threads=args.threads)
-    engine = build_local_engine(resolve_model(args.model), settings, max_batch_rows=args.batch, say=print)
+    engine = build_local_engine(resolve_model(args.model), settings.inference, settings.run, max_batch_rows=args.batch,
+                                say=print)
     done: dict[str, int] = {}
     if args.out.exists():
         for row in load_rows(args.out):

@@ -33,7 +33,8 @@ def test_a_step_sampled_by_stale_weights_publishes_nothing_and_runs_again(tmp_pa
                         max_response_tokens=64, temperature=1.0, top_p=1.0)
     with Executor(workers=1) as executor:
         runner = SelfPlayStep(run_id="stale", store=store, executor=executor, episodes=queue,
-                              rollouts=EngineRollouts(engine), config=config, executor_parallelism=2)
+                              rollouts=EngineRollouts(engine), config=config, executor_parallelism=2,
+                              progress=said.append)
 
         def loop(until: int) -> SelfPlayLoop:
             options = LoopOptions(steps=until, seed=0, seed_target=B, seed_max_rounds=3, max_staleness=0,

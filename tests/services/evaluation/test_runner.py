@@ -118,7 +118,7 @@ def test_over_http_the_solver_api_gives_the_same_results(rows: list[CruxRow], ex
     local = run_cruxeval(EngineRollouts(scripted_engine(rows)), executor, rows, list(Split), max_new_tokens=64)
     engine = scripted_engine(rows)
     settings = Settings(api_token=TOKEN)
-    with LoopbackServer(create_solver_app(settings, engine=engine)) as url:
+    with LoopbackServer(create_solver_app(settings.api, settings.rollout, engine=engine)) as url:
         rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, outage_s=0)
         try:
             remote = run_cruxeval(rollouts, executor, rows, list(Split), max_new_tokens=64, batch_size=ROWS)
@@ -134,8 +134,8 @@ def test_http_rollouts_split_more_tasks_than_one_request_carries() -> None:
                                                                                       block(instruction, "input")))})
     tasks = [IOSolveTask(task_id=str(i), program="def f(x):\n    return x", input=str(i), output=str(i))
              for i in range(MAX_TASKS_PER_REQUEST + 3)]
-    with LoopbackServer(create_solver_app(Settings(api_token=TOKEN, max_request_bytes=4_000_000),
-                                          engine=engine)) as url:
+    settings = Settings(api_token=TOKEN, max_request_bytes=4_000_000)
+    with LoopbackServer(create_solver_app(settings.api, settings.rollout, engine=engine)) as url:
         rollouts = HttpRollouts("http://127.0.0.1:1", url, TOKEN, outage_s=0)
         try:
             groups = rollouts.solve({TaskType.DEDUCTION: tasks}, greedy_sampling(8))[TaskType.DEDUCTION]
@@ -161,14 +161,19 @@ def test_periodic_evaluation_runs_every_k_steps_and_gives_the_metrics_keys(rows:
     assert said and "CRUXEval-O  accuracy 0.333 (2/6)" in said[-1]
 
 
+def periodic_evaluation(settings: Settings, rollouts: EngineRollouts, executor: Executor) -> PeriodicEvaluation | None:
+    """The periodic evaluation `azr.factory` builds from these settings' sections."""
+    return PeriodicEvaluation.from_settings(settings.observability, settings.rollout, rollouts, executor)
+
+
 def test_periodic_evaluation_from_settings(tmp_path: Path, shared_dir: Path, executor: Executor) -> None:
     rollouts = EngineRollouts(ScriptedEngine({}))
-    assert PeriodicEvaluation.from_settings(Settings(), rollouts, executor) is None  # off by default
-    assert Settings(profile="distributed").eval_every_steps == 0
-    on = PeriodicEvaluation.from_settings(Settings(eval_every_steps=3, eval_limit=4), rollouts, executor)
+    assert periodic_evaluation(Settings(), rollouts, executor) is None  # off by default
+    assert Settings(profile="distributed").observability.eval_every_steps == 0
+    on = periodic_evaluation(Settings(eval_every_steps=3, eval_limit=4), rollouts, executor)
     assert on is not None and on.every_steps == 3 and [r.id for r in on.rows] == [f"sample_{i}" for i in range(1, 5)]
-    assert Settings().eval_data.resolve() == (shared_dir / "data" / "cruxeval.jsonl").resolve()
+    assert Settings().observability.eval_data.resolve() == (shared_dir / "data" / "cruxeval.jsonl").resolve()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"code": "def f(x):\\n    return x", "input": "1", "output": "1"}\nnot json\n')
     with pytest.raises(ValueError, match="line 2: not JSON"):  # at coordinator start, not k steps later
-        PeriodicEvaluation.from_settings(Settings(eval_every_steps=1, eval_data=bad), rollouts, executor)
+        periodic_evaluation(Settings(eval_every_steps=1, eval_data=bad), rollouts, executor)

@@ -70,7 +70,7 @@ def test_an_unknown_choice_is_refused() -> None:
 
 def test_a_settings_built_engine_generates_in_the_chosen_dtype(tiny_dir: Path) -> None:
     settings = Settings(device="cpu", local_engine_dtype="bfloat16")
-    assert settings_engine_dtype(settings) is torch.bfloat16
-    engine = LocalEngine.from_settings(tiny_dir, settings)
+    assert settings_engine_dtype(settings.inference, settings.run) is torch.bfloat16
+    engine = LocalEngine.from_settings(tiny_dir, settings.inference, settings.run)
     assert engine.model_info()["dtype"] == "bfloat16"
     assert next(engine.model.parameters()).dtype is torch.bfloat16

@@ -53,7 +53,7 @@ def test_kept_names_match_whole_path_components() -> None:
 def test_the_engine_keeps_the_named_layers_float32_through_a_weight_update(tiny_dir: Path) -> None:
     settings = Settings(local_engine_int8=True, local_engine_dtype="float32", device="cpu",
                         local_engine_int8_keep_float=["down_proj"])
-    engine = LocalEngine.from_settings(tiny_dir, settings)
+    engine = LocalEngine.from_settings(tiny_dir, settings.inference, settings.run)
     for model in (engine.model, engine._load(tiny_dir, progress_bar=False)):  # what a weight update loads
         down = {name: type(m) for name, m in model.named_modules() if name.endswith("down_proj")}
         assert down and set(down.values()) == {torch.nn.Linear}
@@ -83,7 +83,7 @@ def test_per_channel_weights_take_one_scale_per_output_row_and_move_the_outputs_
 def test_the_engine_quantizes_per_channel_from_settings_through_a_weight_update(tiny_dir: Path) -> None:
     settings = Settings(local_engine_int8=True, local_engine_dtype="float32", device="cpu",
                         local_engine_int8_per_channel=True, local_engine_int8_keep_float=["layers.0.mlp.down_proj"])
-    engine = LocalEngine.from_settings(tiny_dir, settings)
+    engine = LocalEngine.from_settings(tiny_dir, settings.inference, settings.run)
     for model in (engine.model, engine._load(tiny_dir, progress_bar=False)):  # what a weight update loads
         schemes = {m.weight().qscheme() for m in model.modules()
                    if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)}
@@ -116,8 +116,8 @@ def test_a_weight_update_is_served_int8_too(tiny_dir: Path, perturbed_dir: Path)
 
 
 def test_settings_turn_it_on_in_float32_and_other_devices_or_dtypes_are_refused(tiny_dir: Path) -> None:
-    engine = LocalEngine.from_settings(tiny_dir, Settings(local_engine_int8=True, local_engine_dtype="auto",
-                                                          device="cpu"))
+    settings = Settings(local_engine_int8=True, local_engine_dtype="auto", device="cpu")
+    engine = LocalEngine.from_settings(tiny_dir, settings.inference, settings.run)
     assert engine.int8_linear and engine.dtype is torch.float32
     with pytest.raises(InferenceError, match="int8 Linear layers need a CPU engine in float32"):
         LocalEngine(tiny_dir, device="cpu", dtype=torch.bfloat16, int8_linear=True)

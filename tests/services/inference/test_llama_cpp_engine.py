@@ -134,7 +134,7 @@ def lora_model(tiny_dir: Path, rank: int = 4) -> torch.nn.Module:
     from trainer_svc.lora import add_adapters
 
     model = add_adapters(load_causal_lm(tiny_dir, torch.device("cpu"), torch.float32),
-                         Settings(lora_rank=rank, lora_alpha=8.0), tiny_dir)
+                         Settings(lora_rank=rank, lora_alpha=8.0).trainer.lora, tiny_dir)
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, parameter in model.named_parameters():

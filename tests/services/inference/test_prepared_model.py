@@ -1,4 +1,4 @@
-"""The APIs' tokenizer-only view of the model (services/inference/prepared_model.py, serve_cmd.build_inference_engine):
+"""The APIs' tokenizer-only view of the model (services/inference/prepared_model.py, azr.factory.apis.api_engine):
 they find what the model-prep step prepared and load its tokenizer, need no weight file, and never build, convert or
 write anything when it is missing."""
 
@@ -7,11 +7,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from azr.cli.serve_cmd import build_inference_engine
+from azr.cli.serve_cmd import starting
+from azr.factory.apis import api_engine
 from services.inference.model_registry import QWEN_CODER, ModelUnavailable, converted_model_path
 from services.inference.prepared_model import prepared_model_dir, wait_for_prepared_model
 from services.inference.tiny_model import tiny_model_path
@@ -76,7 +78,7 @@ def test_the_sglang_engine_loads_the_tokenizer_without_weights_and_writes_nothin
     cache = tmp_path / "models"
     tokenizer_only_copy(tiny_dir, converted_model_path(QWEN_CODER, cache), ("azr_conversion.json",))
     before = tree(cache)
-    engine = build_inference_engine(sglang_settings(cache, QWEN_CODER.name, monkeypatch))
+    engine = starting(lambda: api_engine(sglang_settings(cache, QWEN_CODER.name, monkeypatch), ExitStack()))
     try:
         assert engine.codec.decode(engine.codec.encode("def f(x): return x")) == "def f(x): return x"
     finally:
@@ -92,7 +94,7 @@ def test_the_sglang_engine_refuses_an_unprepared_model_instead_of_building_it(
     cache = tmp_path / "models"
     cache.mkdir()
     with pytest.raises(typer.Exit) as stopped:
-        build_inference_engine(sglang_settings(cache, "tiny", monkeypatch))
+        starting(lambda: api_engine(sglang_settings(cache, "tiny", monkeypatch), ExitStack()))
     assert stopped.value.exit_code == 2
     assert tree(cache) == {}
 

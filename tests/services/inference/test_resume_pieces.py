@@ -51,8 +51,8 @@ def test_a_stop_string_straddling_two_pieces_ends_the_sample_there(codec: Prompt
 
 
 def test_resumption_is_a_setting(tiny_dir: Path) -> None:
-    assert Settings().sglang_resume_aborted is True and Settings().sglang_max_resumes == 3
-    off = SGLangClient.from_settings(Settings(sglang_resume_aborted=False, sglang_max_resumes=1), tiny_dir)
+    assert Settings().inference.sglang_resume_aborted is True and Settings().inference.sglang_max_resumes == 3
+    off = SGLangClient.from_settings(Settings(sglang_resume_aborted=False, sglang_max_resumes=1).inference, tiny_dir)
     try:
         assert off.resume_aborted is False and off.max_resumes == 1
     finally:

@@ -271,7 +271,7 @@ def test_the_client_takes_its_timeout_chunking_and_admin_key_from_the_settings(t
     settings = Settings(sglang_urls=["http://127.0.0.1:9"], sglang_request_timeout_s=7.5,
                         sglang_max_rows_per_request=4, sglang_max_concurrent_requests=3,
                         sglang_admin_api_key="k3y")
-    client = SGLangClient.from_settings(settings, tiny_dir)
+    client = SGLangClient.from_settings(settings.inference, tiny_dir)
     try:
         assert client._http.timeout.read == 7.5 and client.max_concurrent_requests == 3
         assert client.chunk_bounds(10, 1) == [(0, 4), (4, 8), (8, 10)]

@@ -41,14 +41,15 @@ def test_factories_pick_the_backend(settings_and_client, backend) -> None:
         "inprocess": (InProcessEpisodeQueue, InProcessAppliedEpisodeLog, InProcessPolicyVersionBoard),
         "redis": (RedisEpisodeQueue, RedisAppliedEpisodeLog, RedisPolicyVersionBoard),
     }[backend]
-    built = (open_episode_queue(settings, client), open_applied_episode_log(settings, client),
-             open_policy_version_board(settings, client))
+    built = (open_episode_queue(settings.storage, settings.run.run_id, client),
+             open_applied_episode_log(settings.storage, settings.run.run_id, client),
+             open_policy_version_board(settings.storage, settings.run.run_id, client))
     assert tuple(type(item) for item in built) == expected
 
 
 def test_applied_log_detects_the_second_application(settings_and_client, make_episodes) -> None:
     settings, client = settings_and_client
-    log = open_applied_episode_log(settings, client)
+    log = open_applied_episode_log(settings.storage, settings.run.run_id, client)
     first, second, third = make_episodes(3)
     assert log.was_applied(first) is False
     assert log.mark_applied(first) is True
@@ -59,7 +60,7 @@ def test_applied_log_detects_the_second_application(settings_and_client, make_ep
 
 def test_applied_log_under_concurrent_trainers_admits_each_episode_once(settings_and_client, make_episodes) -> None:
     settings, client = settings_and_client
-    log = open_applied_episode_log(settings, client)
+    log = open_applied_episode_log(settings.storage, settings.run.run_id, client)
     episodes = make_episodes(40)
     admitted: list[str] = []
     lock = threading.Lock()
@@ -87,8 +88,8 @@ def test_redis_applied_sets_are_per_step_and_expire(redis_client, run_id, make_e
 
 def test_policy_version_moves_forward_only(settings_and_client) -> None:
     settings, client = settings_and_client
-    board = open_policy_version_board(settings, client)
-    reader = open_policy_version_board(settings, client) if client is not None else board
+    board = open_policy_version_board(settings.storage, settings.run.run_id, client)
+    reader = open_policy_version_board(settings.storage, settings.run.run_id, client) if client is not None else board
     assert reader.current() == 0
     assert board.publish(3) == 3
     assert board.publish(3) == 3
@@ -102,8 +103,8 @@ def test_policy_version_moves_forward_only(settings_and_client) -> None:
 
 def test_a_restored_trainer_rewinds_the_version_and_publishing_goes_forward_from_there(settings_and_client) -> None:
     settings, client = settings_and_client
-    board = open_policy_version_board(settings, client)
-    reader = open_policy_version_board(settings, client) if client is not None else board
+    board = open_policy_version_board(settings.storage, settings.run.run_id, client)
+    reader = open_policy_version_board(settings.storage, settings.run.run_id, client) if client is not None else board
     board.publish(5)
     assert board.rewind(3) == 3 and reader.current() == 3
     assert board.publish(4) == 4 and reader.current() == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from tensorboard_events import read_events, read_scalars
 
 from services.coordinator.step_metrics import MetricsLog
+from services.ports import MetricSink
 from services.reporting.metric_sinks import TensorBoardSink, numeric_scalars, open_metric_sinks
 from services.settings import Settings
 
@@ -58,14 +60,19 @@ def test_a_resumed_run_adds_a_file_and_both_are_read(tmp_path: Path) -> None:
     assert read_scalars(tmp_path / "tb")["time/total"] == {1: 3.5, 2: 2.25}
 
 
+def sinks_for(settings: Settings, say: Callable[[str], None]) -> list[MetricSink]:
+    """The sinks `azr.factory` opens for these settings: their observability and run sections, the whole record."""
+    return open_metric_sinks(settings.observability, settings.run, say, settings.resolved())
+
+
 def test_settings_choose_the_sinks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     said: list[str] = []
     settings = Settings(run_root=tmp_path, run_id="r")
-    (tensorboard,) = open_metric_sinks(settings, said.append)
+    (tensorboard,) = sinks_for(settings, said.append)
     assert isinstance(tensorboard, TensorBoardSink) and tensorboard.log_dir == tmp_path / "r" / "tensorboard"
-    assert open_metric_sinks(settings.model_copy(update={"tensorboard": False}), said.append) == []
+    assert sinks_for(settings.with_values(tensorboard=False), said.append) == []
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed, whatever this machine has
-    sinks = open_metric_sinks(settings.model_copy(update={"wandb": True}), said.append)
+    sinks = sinks_for(settings.with_values(wandb=True), said.append)
     assert [type(sink) for sink in sinks] == [TensorBoardSink]
     assert said == ["wandb is on (AZR_WANDB) but the wandb package is not installed: not logging to Weights & Biases "
                     "(pip install wandb)"]
@@ -93,12 +100,12 @@ def test_wandb_gets_every_line_when_installed_and_on(tmp_path: Path, monkeypatch
     wandb = RecordingWandb()
     monkeypatch.setitem(sys.modules, "wandb", wandb)
     settings = Settings(run_root=tmp_path, run_id="r", tensorboard=False, wandb=True, wandb_project="p")
-    log = MetricsLog(tmp_path / "r" / "metrics.jsonl", sinks=open_metric_sinks(settings, lambda _: None))
+    log = MetricsLog(tmp_path / "r" / "metrics.jsonl", sinks=sinks_for(settings, lambda _: None))
     for line in LINES:
         log.append(line)
     log.close()
     (init, *logged, finish) = wandb.calls
     assert init[0] == "init" and (init[1]["project"], init[1]["name"]) == ("p", "r")
-    assert init[1]["config"]["api_token"] != settings.api_token.get_secret_value()  # the masked settings
+    assert init[1]["config"]["api_token"] != settings.api.api_token.get_secret_value()  # the masked settings
     assert logged == [("log", (numeric_scalars(line), line["step"])) for line in LINES]
     assert finish == ("finish", None)

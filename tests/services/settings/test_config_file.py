@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from azr.cli.main import app
-from services.config_file import ConfigFileError
-from services.settings import PROFILE_DEFAULTS, Settings, load_settings
+from services.settings import PROFILE_DEFAULTS, Settings, load_settings, settings_fields
+from services.settings.config_file import ConfigFileError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 RUNNER = CliRunner()
 
 
@@ -35,52 +35,54 @@ def write(path: Path, text: str) -> Path:
 
 def test_field_default_when_nothing_sets_it() -> None:
     assert "references_k" not in PROFILE_DEFAULTS["embedded"]
-    assert load_settings().references_k == Settings.model_fields["references_k"].default == 6
+    assert load_settings().rollout.references_k == settings_fields()["references_k"].default == 6
 
 
 def test_profile_default_beats_the_field_default() -> None:
-    assert Settings.model_fields["batch_size"].default == 64
-    assert load_settings().batch_size == PROFILE_DEFAULTS["embedded"]["batch_size"] == 2
+    assert settings_fields()["batch_size"].default == 64
+    assert load_settings().rollout.batch_size == PROFILE_DEFAULTS["embedded"]["batch_size"] == 2
 
 
 def test_config_file_beats_the_profile_default(tmp_path: Path) -> None:
     config = write(tmp_path / "run.toml", "batch_size = 5\nreferences_k = 3\nsglang_urls = ['http://a:1']\n")
     settings = load_settings(config)
-    assert (settings.batch_size, settings.references_k, settings.sglang_urls) == (5, 3, ["http://a:1"])
-    assert settings.max_response_tokens == PROFILE_DEFAULTS["embedded"]["max_response_tokens"]  # not in the file
+    assert (settings.rollout.batch_size, settings.rollout.references_k, settings.inference.sglang_urls) == (5, 3, ["http://a:1"])
+    assert settings.rollout.max_response_tokens == PROFILE_DEFAULTS["embedded"]["max_response_tokens"]  # not in file
 
 
 def test_environment_beats_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = write(tmp_path / "run.toml", "batch_size = 5\nreferences_k = 3\n")
     monkeypatch.setenv("AZR_BATCH_SIZE", "7")
     settings = load_settings(config)
-    assert (settings.batch_size, settings.references_k) == (7, 3)
+    assert (settings.rollout.batch_size, settings.rollout.references_k) == (7, 3)
 
 
 def test_flag_beats_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = write(tmp_path / "run.toml", "batch_size = 5\n")
     monkeypatch.setenv("AZR_BATCH_SIZE", "7")
-    assert load_settings(config, batch_size=9).batch_size == 9
-    assert load_settings(config, batch_size=None).batch_size == 7  # None: the flag was not given
+    assert load_settings(config, batch_size=9).rollout.batch_size == 9
+    assert load_settings(config, batch_size=None).rollout.batch_size == 7  # None: the flag was not given
 
 
 def test_the_file_may_choose_the_profile_and_its_defaults_fill_the_rest(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     config = write(tmp_path / "dist.toml", 'profile = "distributed"\nbatch_size = 16\n')
     settings = load_settings(config)
-    assert (settings.profile, settings.batch_size, settings.queue_backend) == ("distributed", 16, "redis")
+    assert (settings.run.profile, settings.rollout.batch_size,
+            settings.storage.queue_backend) == ("distributed", 16, "redis")
     monkeypatch.setenv("AZR_PROFILE", "embedded")  # the environment's profile wins, with its defaults
     settings = load_settings(config)
-    assert (settings.profile, settings.batch_size, settings.queue_backend) == ("embedded", 16, "inprocess")
+    assert (settings.run.profile, settings.rollout.batch_size,
+            settings.storage.queue_backend) == ("embedded", 16, "inprocess")
 
 
 def test_azr_config_names_the_file_for_every_settings_object(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = write(tmp_path / "env.toml", "batch_size = 11\n")
     monkeypatch.setenv("AZR_CONFIG", str(config))
-    assert Settings().batch_size == 11  # e.g. `azr serve proposer`, which has no --config
+    assert Settings().rollout.batch_size == 11  # e.g. `azr serve proposer`, which has no --config
     other = write(tmp_path / "flag.toml", "batch_size = 12\n")
-    assert load_settings(other).batch_size == 12  # --config beats AZR_CONFIG
-    assert Settings().batch_size == 11  # and only for the settings built with it
+    assert load_settings(other).rollout.batch_size == 12  # --config beats AZR_CONFIG
+    assert Settings().rollout.batch_size == 11  # and only for the settings built with it
 
 
 def test_an_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
@@ -121,21 +123,24 @@ PRESET_DEPARTURES = {"learn-cpu": {"max_response_tokens"}}
 def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
     path = REPO_ROOT / "configs" / f"{name}.toml"
     settings = load_settings(path)
-    assert settings.profile == profile
+    assert settings.run.profile == profile
     assert settings.resolved()["api_token"] == "<placeholder: set AZR_API_TOKEN>"  # no secret in the file
     for key, value in PROFILE_DEFAULTS[profile].items():  # the file does not contradict its profile's sizes
         if key != "database_url" and key not in PRESET_DEPARTURES.get(name, set()):
-            assert getattr(settings, key) == value, key
+            assert settings.value(key) == value, key
 
 
 def test_the_learning_preset_trains_lora_adapters_at_the_measured_rate() -> None:
     settings = load_settings(REPO_ROOT / "configs" / "learn-cpu.toml")
-    assert (settings.lora_rank, settings.learning_rate, settings.run_id) == (16, 1e-4, "learn-cpu")
-    assert (settings.max_response_tokens, settings.batch_size, settings.steps) == (384, 2, 500)
-    assert settings.entropy_coef == 0.0 and settings.skip_zero_advantage_batches  # updates only on signal
+    assert (settings.trainer.lora.lora_rank, settings.trainer.learning_rate,
+            settings.run.run_id) == (16, 1e-4, "learn-cpu")
+    assert (settings.rollout.max_response_tokens, settings.rollout.batch_size, settings.run.steps) == (384, 2, 500)
+    # updates only on signal
+    assert settings.trainer.entropy_coef == 0.0 and settings.trainer.skip_zero_advantage_batches
     # the int8 engine, per channel, with the outlier layers' down projections float32, and its mismatch corrected
-    assert settings.local_engine_int8 and settings.local_engine_int8_per_channel and settings.behaviour_is_cap == 2.0
-    kept = settings.local_engine_int8_keep_float
+    assert (settings.inference.local_engine_int8 and settings.inference.local_engine_int8_per_channel
+            and settings.trainer.behaviour_is_cap == 2.0)
+    kept = settings.inference.local_engine_int8_keep_float
     assert kept and len(set(kept)) == len(kept)
     assert all(name.startswith("layers.") and name.endswith(".mlp.down_proj") for name in kept)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from services.settings import DEFAULT_API_TOKEN, PROFILE_DEFAULTS, Settings, mask_url_password
+from services.settings import DEFAULT_API_TOKEN, PROFILE_DEFAULTS, Settings, mask_url_password, settings_fields
 
 
 def test_every_field_has_a_docstring() -> None:
-    missing = [name for name, field in Settings.model_fields.items() if not (field.description or "").strip()]
+    missing = [name for name, field in settings_fields().items() if not (field.description or "").strip()]
     assert missing == []
 
 
@@ -38,23 +38,25 @@ def test_distributed_defaults_are_the_paper_constants() -> None:
         "induction_inputs": 10,
         "determinism_runs": 2,
     }
-    assert {key: getattr(settings, key) for key in paper_table_3} == paper_table_3
-    backends = (settings.queue_backend, settings.executor_backend, settings.inference_backend)
+    assert {key: settings.value(key) for key in paper_table_3} == paper_table_3
+    backends = (settings.storage.queue_backend, settings.executor.executor_backend,
+                settings.inference.inference_backend)
     assert backends == ("redis", "docker", "sglang")
-    assert settings.database_url.startswith("postgresql+psycopg://")
+    assert settings.storage.database_url.startswith("postgresql+psycopg://")
 
 
 def test_embedded_shrinks_sizes_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AZR_DATABASE_URL", raising=False)  # the suite's own database (tests/conftest.py) is no default
     embedded, distributed = Settings(profile="embedded"), Settings(profile="distributed")
-    assert embedded.batch_size == 2 and embedded.database_url.startswith("sqlite:///")
-    backends = (embedded.queue_backend, embedded.executor_backend, embedded.inference_backend)
+    assert embedded.rollout.batch_size == 2 and embedded.storage.database_url.startswith("sqlite:///")
+    backends = (embedded.storage.queue_backend, embedded.executor.executor_backend,
+                embedded.inference.inference_backend)
     assert backends == ("inprocess", "process", "local")
     algorithm = ["references_k", "learnability_samples", "seed_multiplier", "temperature", "clip_ratio_low",
                  "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "trr_statistics", "unlearnable_proposal_reward",
                  "induction_gold_imports", "determinism_runs"]
-    assert [getattr(embedded, k) for k in algorithm] == [getattr(distributed, k) for k in algorithm]
-    changed = {k for k in Settings.model_fields if getattr(embedded, k) != getattr(distributed, k)}
+    assert [embedded.value(k) for k in algorithm] == [distributed.value(k) for k in algorithm]
+    changed = {k for k in settings_fields() if embedded.value(k) != distributed.value(k)}
     assert changed <= set(PROFILE_DEFAULTS["embedded"]) | {"profile"}
 
 
@@ -63,9 +65,10 @@ def test_environment_and_keywords_override_profile_defaults(monkeypatch: pytest.
     monkeypatch.setenv("AZR_BATCH_SIZE", "3")
     monkeypatch.setenv("AZR_SGLANG_URLS", '["http://a:1", "http://b:2"]')
     settings = Settings()
-    assert (settings.profile, settings.batch_size, settings.sglang_urls) == ("distributed", 3, ["http://a:1", "http://b:2"])
-    assert settings.queue_backend == "redis"
-    assert Settings(batch_size=7).batch_size == 7
+    assert (settings.run.profile, settings.rollout.batch_size,
+            settings.inference.sglang_urls) == ("distributed", 3, ["http://a:1", "http://b:2"])
+    assert settings.storage.queue_backend == "redis"
+    assert Settings(batch_size=7).rollout.batch_size == 7
 
 
 def test_bad_values_are_refused_with_the_field_named(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,10 +87,10 @@ def test_every_profile_refuses_the_default_token(profile: str) -> None:
     """Issue 37: the embedded `azr serve proposer` took `change-me` (loopback is reachable by every local user and
     every unconfined program)."""
     with pytest.raises(RuntimeError, match="AZR_API_TOKEN"):
-        Settings(profile=profile).require_production_secrets()
+        Settings(profile=profile).api.require_production_secrets()
     with pytest.raises(RuntimeError):
-        Settings(profile=profile, api_token="").require_production_secrets()
-    Settings(profile=profile, api_token="s3cret-token").require_production_secrets()
+        Settings(profile=profile, api_token="").api.require_production_secrets()
+    Settings(profile=profile, api_token="s3cret-token").api.require_production_secrets()
 
 
 def test_resolved_masks_secrets_and_is_saved(tmp_path: Path) -> None:
@@ -103,7 +106,7 @@ def test_resolved_masks_secrets_and_is_saved(tmp_path: Path) -> None:
     assert "s3cret-token" not in text and "hunter2" not in text
     saved = json.loads(text)
     assert saved["database_url"] == "postgresql+psycopg://azr:***@db:5432/azr"
-    assert saved["batch_size"] == 2 and set(saved) == set(Settings.model_fields)
+    assert saved["batch_size"] == 2 and set(saved) == set(settings_fields())
     assert Settings().resolved()["api_token"] != DEFAULT_API_TOKEN
 
 

@@ -1,5 +1,7 @@
 """Each profile's defaults (docs/design.md §4), the seed files shipped with the package and the defaults that depend on
-the machine: what `services.settings.Settings` fills in for fields the user did not set."""
+the machine: what `services.settings.Settings` fills in for fields the user did not set. The one place a profile's
+defaults live: a field's own default is the distributed profile's unless `PROFILE_DEFAULTS` says otherwise, and the
+example config files only restate these (tests/services/settings/test_config_file.py holds them to it)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ def default_executor_python() -> str:
 def default_eval_data() -> Path:
     """CRUXEval is not shipped (its rows are the benchmark's): by default a `shared/data/cruxeval.jsonl` in the
     directory that holds the checkout, wherever the process was started from; set `AZR_EVAL_DATA` to yours."""
-    return Path(__file__).resolve().parents[2] / "shared" / "data" / "cruxeval.jsonl"
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "cruxeval.jsonl"
 
 
 PACKAGED_SEED_FILES: tuple[Path, ...] = (
-    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_seed_io.jsonl",
-    Path(__file__).resolve().parent / "data" / "seeds" / "7b_coder_code_f_seed_io.jsonl",
+    Path(__file__).resolve().parents[1] / "data" / "seeds" / "7b_coder_seed_io.jsonl",
+    Path(__file__).resolve().parents[1] / "data" / "seeds" / "7b_coder_code_f_seed_io.jsonl",
 )
 """The authors' published seed triplets and induction tasks (services/data/seeds/README.md, MIT), shipped with the
 package: the embedded profile imports them before its first step."""
