@@ -34,8 +34,11 @@ class EmbeddedRun:
         from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
 
+        from services.inference.causal_lm import silence_weight_progress_bars
+
         self.settings, self.say = settings, progress
         self.closers: list[Callable[[], None]] = []
+        silence_weight_progress_bars()  # a load or save after every update: no library bar in the run's terminal
         try:
             self.store = factory.run_store(settings, create=True)
             self.closers.append(self.store.close)

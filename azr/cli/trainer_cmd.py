@@ -71,6 +71,9 @@ def trainer(
         raise bad_input(str(error)) from None
     if ranks is not None:  # rank 0 resolves (a conversion happens once); the others load its directory
         model_dir = Path(broadcast_from_main(str(model_dir), ranks))
+    from services.inference.causal_lm import silence_weight_progress_bars
+
+    silence_weight_progress_bars()  # a bf16 export after every update: no library bar in the trainer's log
     loaded = load_or_restore(settings.run_dir, model_dir, settings, ranks)
     if ranks is not None and not ranks.is_main:
         for sig in (signal.SIGTERM, signal.SIGINT):
