@@ -30,11 +30,10 @@ class EmbeddedRun:
                  prometheus: CoordinatorMetrics | None = None) -> None:
         """`prometheus`: record the steps and the executor's tasks there (what `azr run` serves on `/metrics`)."""
         from azr import factory
+        from services.inference.causal_lm import silence_weight_progress_bars
         from services.inference.engine_choice import build_local_engine
         from services.inference.local_engine import LocalEngine
         from services.inference.model_registry import resolve_model
-
-        from services.inference.causal_lm import silence_weight_progress_bars
 
         self.settings, self.say = settings, progress
         self.closers: list[Callable[[], None]] = []
