@@ -102,10 +102,22 @@ def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: Settings, ra
 
 
 def fresh_trainer(model_dir: Path, settings: Settings, ranks: RankInfo | None = None) -> LoadedPolicy:
-    """A trainer at step 0, policy version 0, on the base model in ``model_dir``."""
+    """A trainer at step 0, policy version 0, on the base model in ``model_dir``; with `lora_init_adapter`, with
+    that snapshot's adapter weights at its trainer step and policy version (fresh AdamW moments), pushed to the
+    servers at start like a restored checkpoint's."""
     model, tokenizer = load_model_and_tokenizer(model_dir)
     trainer = build_trainer(model, tokenizer, settings, ranks, base_dir=Path(model_dir))
-    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
+    if settings.lora_init_adapter is not None:
+        if settings.lora_rank == 0:
+            raise ValueError("lora_init_adapter needs LoRA (lora_rank > 0)")
+        from trainer_svc.snapshot import load_snapshot, snapshot_metadata
+
+        load_snapshot(trainer.model, settings.lora_init_adapter, rank=settings.lora_rank,
+                      alpha=settings.lora_alpha)
+        header = snapshot_metadata(settings.lora_init_adapter)
+        trainer.step, trainer.policy_version = header["step"], header["policy_version"]
+    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir),
+                        restored=settings.lora_init_adapter is not None)
 
 
 def restore_trainer(run_dir: Path, settings: Settings, ranks: RankInfo | None = None,
