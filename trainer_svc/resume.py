@@ -108,10 +108,22 @@ def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: TrainerSetti
 
 def fresh_trainer(model_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None, *,
                   on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> LoadedPolicy:
-    """A trainer at step 0, policy version 0, on the base model in ``model_dir``."""
+    """A trainer at step 0, policy version 0, on the base model in ``model_dir``; with `lora_init_adapter`, with
+    that snapshot's adapter weights at its trainer step and policy version (fresh AdamW moments), pushed to the
+    servers at start like a restored checkpoint's."""
     model, tokenizer = load_model_and_tokenizer(model_dir)
     trainer = build_trainer(model, tokenizer, settings, ranks, base_dir=Path(model_dir), on_micro_batch=on_micro_batch)
-    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
+    lora = settings.lora
+    if lora.lora_init_adapter is not None:
+        if lora.lora_rank == 0:
+            raise ValueError("lora_init_adapter needs LoRA (lora_rank > 0)")
+        from trainer_svc.snapshot import load_snapshot, snapshot_metadata
+
+        load_snapshot(trainer.model, lora.lora_init_adapter, rank=lora.lora_rank, alpha=lora.lora_alpha)
+        header = snapshot_metadata(lora.lora_init_adapter)
+        trainer.step, trainer.policy_version = header["step"], header["policy_version"]
+    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir),
+                        restored=lora.lora_init_adapter is not None)
 
 
 def restore_trainer(run_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None,

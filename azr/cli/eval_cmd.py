@@ -96,6 +96,7 @@ def model_directory(model: str, settings: Settings | None = None) -> Iterator[Ev
             base = verified_base(checkpoint, json.loads((checkpoint / BASE_RECORD_FILE).read_text()))
         except (OSError, ValueError) as error:
             raise refuse(f"cannot load the checkpoint {model}: {error}") from None
+        typer.echo(f"{model}: LoRA adapters; the llama.cpp engine applies them over their base model", err=True)
         yield EvaluatedPolicy(base, adapter=checkpoint, checkpoint_version=version)
         return
     with tempfile.TemporaryDirectory(prefix="azr-merged-") as merged:

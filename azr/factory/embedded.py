@@ -63,9 +63,11 @@ def open_embedded_run(settings: Settings, say: Say, *,
     """Build and start `azr run`'s process: store, executor, policy (restored when the run has a checkpoint),
     engine, in-process trainer (the updates the restored checkpoint lacks made again), the loop and the run's API.
     `say` hears every progress line; `on_decode_step` every decoding step of the engine (a live bar)."""
+    from services.inference.causal_lm import silence_weight_progress_bars
     from services.inference.engine_choice import build_local_engine
     from services.inference.model_registry import resolve_model
 
+    silence_weight_progress_bars()  # a load or save after every update: no library bar in the run's terminal
     with ExitStack() as closers:
         prometheus = CoordinatorMetrics()  # the steps' and the executor's metrics, on the run API's /metrics
         store = parts.run_store(settings, closers, create=True)

@@ -212,6 +212,7 @@ class SelfPlayStep:
             self.episodes.publish(episodes)
             for t in TaskType:
                 metrics[f"buffer/{t.value}"] = self.store.count(t)
+        metrics["valid_proposals"] = sum(v.valid for t in TaskType for v in verdicts[t])
         metrics.update(episode_metrics(episodes))
         metrics.update(collapse_metrics(episodes, learnability_answers=learn_answers, solve_answers=solve_answers))
         metrics.update(timer.breakdown())

@@ -19,3 +19,12 @@ if TYPE_CHECKING:
 def hf_model(model: nn.Module) -> PreTrainedModel:
     """`model` as the transformers model it is; for the type checker only (nothing is checked or converted)."""
     return cast("PreTrainedModel", model)
+
+
+def silence_weight_progress_bars() -> None:
+    """Turn off, for this process, the progress bars transformers draws on every model load and save ("Loading
+    weights", "Writing model shards"): a run loads or writes weights after every update, and each bar would land in
+    its terminal and log. The run's own progress lines say what is happening instead."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()

@@ -181,7 +181,7 @@ class LlamaCppEngine:
         elif (path / "config.json").is_file():
             self._take_model(path, policy_version)
         else:
-            raise InferenceError(f"{path} is neither a PEFT adapter directory nor an HF model directory")
+            raise InferenceError(f"no HF model directory or PEFT adapter directory at {path}")
 
     def _take_adapter(self, path: Path, policy_version: int) -> None:
         base_record = path / "lora_base.json"

@@ -74,14 +74,14 @@ def _mean_of(line: Mapping[str, Any], keys: Sequence[str]) -> float | None:
 
 def collapse_rows(lines: Sequence[Mapping[str, Any]]) -> list[CollapseRow]:
     rows = []
-    for line in lines:
+    for line in sorted((line for line in lines if isinstance(line.get("step"), int)), key=lambda line: line["step"]):
         def length(group: str, line: Mapping[str, Any] = line) -> float | None:
             value = line.get(f"response_tokens_median/{group}")
             return float(value) if isinstance(value, (int, float)) else None
 
         spread = line.get("groups_with_correct_spread")
         rows.append(CollapseRow(
-            step=int(line.get("step", 0)),
+            step=line["step"],
             solver_lengths=tuple(length(f"{t}/solve") for t in TASK_TYPES),
             proposer_lengths=tuple(length(f"{t}/propose") for t in TASK_TYPES),
             example_copy=_mean_of(line, [f"example_copy/{t}/solve" for t in TASK_TYPES]),

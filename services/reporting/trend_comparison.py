@@ -1,11 +1,13 @@
 """Did a run's rewards rise? First-k vs last-k steps of a metrics file, and a probe before vs after. Pure.
 
 Per-step series (one value per step, from `metrics.jsonl`): the solver's format-OK share and mean reward of each task
-type (`format_ok/<type>/solve`, `reward/<type>/solve`). The test is one-sided: H1 says the last k steps are higher
-than the first k. Its p-value comes from an exact permutation test of the difference in means when C(2k, k) is
-small, else from `permutations` random relabellings (seeded, so the numbers are reproducible); with it, a bootstrap
-95% interval of the difference. A probe (the same held-out rows answered before and after, `azr eval` per-sample
-files) is compared pairwise: rows fixed, rows broken, and an exact one-sided sign test on the discordant pairs.
+type (`format_ok/<type>/solve`, `reward/<type>/solve`), its right answers (`solve_rate/<type>`), the valid proposals of
+the step (`valid_proposals`) and the proposers' mean reward (`reward/<type>/propose`). The test is one-sided: H1 says
+the last k steps are higher than the first k. Its p-value comes from an exact permutation test of the difference in
+means when C(2k, k) is small, else from `permutations` random relabellings (seeded, so the numbers are reproducible);
+with it, a bootstrap 95% interval of the difference. A probe (the same held-out rows answered before and after, `azr
+eval` per-sample files) is compared pairwise: rows fixed, rows broken, and an exact one-sided sign test on the
+discordant pairs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from statistics import fmean
 from typing import Any
 
 TASK_TYPES = ("deduction", "abduction", "induction")
-SERIES = tuple(f"{kind}/{task_type}/solve" for kind in ("format_ok", "reward") for task_type in TASK_TYPES)
-"""The per-step series the trend test looks at, in print order."""
+SERIES = (tuple(f"{kind}/{task_type}/solve" for kind in ("format_ok", "reward") for task_type in TASK_TYPES)
+          + tuple(f"solve_rate/{task_type}" for task_type in TASK_TYPES)
+          + ("valid_proposals",) + tuple(f"reward/{task_type}/propose" for task_type in TASK_TYPES))
+"""The per-step series the trend test looks at, in print order: the solver's format-OK share and reward, its share
+of right answers (`solve_rate`), the step's valid self-proposed tasks and the proposers' reward."""
 
 EXACT_LIMIT = 20_000
 """Use the exact permutation distribution while C(2k, k) is at most this (k = 8 gives 12,870)."""

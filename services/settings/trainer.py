@@ -3,6 +3,7 @@ and LoRA."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
@@ -23,6 +24,11 @@ class LoraSettings(SettingsSection):
     """LoRA scaling numerator: the adapter's update is scaled by alpha / r."""
     lora_dropout: float = Field(0.0, ge=0, lt=1)
     """Dropout on the LoRA branch's input during updates (0: none, so the recomputed old log-probs stay exact)."""
+    lora_init_adapter: Path | None = None
+    """A LoRA run's portable snapshot (trainer_svc/snapshot.py: one file of adapter weights) a new run starts from
+    instead of zero-initialised adapters; its trainer step and policy version continue from the snapshot's header,
+    its AdamW moments restart from zero. For a run whose directory did not survive a change of machine (not in the
+    paper)."""
     lora_target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     """Module names (PEFT `target_modules`) that get adapters: every attention and MLP projection of Qwen2 / Llama

@@ -67,6 +67,8 @@ def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, shared_dir: Path
     assert [line["step"] for line in lines] == [1, 2]
     # Nothing long is silent: every generation batch and every update's micro-batches report as they go.
     assert "generation: step " in output and "update: micro-batch 1/" in output, output[-3000:]
+    # ...and no library progress bar on the weight loads and saves every update makes
+    assert "Loading weights" not in output and "Writing model shards" not in output, output[-3000:]
     assert [line["policy_version_after"] for line in lines] == [1, 2]
     # The seed files filled all three buffers, so every one of the six groups has B = 2 episodes.
     for task_type in ("deduction", "abduction", "induction"):

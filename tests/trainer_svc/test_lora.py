@@ -4,6 +4,7 @@ the base model's names and load in the local engine; the multi-rank FSDP trainer
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import shutil
@@ -299,13 +300,19 @@ def test_a_checkpoint_merges_into_a_plain_model_directory_that_azr_eval_scores(t
         torch.testing.assert_close(tensor, expected[name], rtol=0, atol=1e-6, msg=name)
     assert any(not torch.equal(state[name], base_state[name]) for name in state), "the update is in the merge"
 
-    env = {"AZR_EXECUTOR_WORKERS": "1", "COLUMNS": "250"}
+    env = {"AZR_EXECUTOR_WORKERS": "1", "COLUMNS": "250", "AZR_LOCAL_ENGINE": "torch"}
     args = ["eval", "cruxeval", "--model", str(checkpoint), "--limit", "2", "--max-response-tokens", "8",
             "--out", str(tmp_path / "probe.jsonl")]
     result = CliRunner().invoke(app, args, env=env)
     assert result.exit_code == 0, result.output
     assert "LoRA adapters; merging them" in result.output and "CRUXEval-O  accuracy" in result.output
-    assert len((tmp_path / "probe.jsonl").read_text().splitlines()) == 4
+    rows = [json.loads(line) for line in (tmp_path / "probe.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and {row["checkpoint_version"] for row in rows} == {1}
+    if importlib.util.find_spec("llama_cpp") is not None:  # the llama.cpp engine applies the adapters unmerged
+        applied = CliRunner().invoke(app, [*args[:-1], str(tmp_path / "applied.jsonl")],
+                                     env={**env, "AZR_LOCAL_ENGINE": "llama-cpp"})
+        assert applied.exit_code == 0, applied.output
+        assert "the llama.cpp engine applies them" in applied.output and "CRUXEval-O  accuracy" in applied.output
 
     record = json.loads((checkpoint / BASE_RECORD_FILE).read_text())
     record["fingerprint"]["sampled_sha256"] = "0" * 64  # the base moved on: refuse, write nothing

@@ -96,6 +96,7 @@ def test_step_rewards_episodes_and_buffers(setup, executor: Executor) -> None:
                 "time/generation", "time/executor", "time/total"):
         assert key in result.metrics, key
     assert result.metrics["valid_rate/deduction"] == 0.5
+    assert result.metrics["valid_proposals"] == sum(len(ids) for ids in result.new_ids.values()) > 0
 
 
 class GenerateCalls(ScriptedEngine):

@@ -39,10 +39,13 @@ def test_the_command_prints_a_row_per_step_and_the_counts(tmp_path: Path) -> Non
     path.write_text("\n".join(json.dumps(line) for line in LINES) + "\n")
     result = CliRunner().invoke(app, ["trend", str(path), "--window", "1", "--per-step"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    rows = [line for line in result.stdout.splitlines() if line.strip().startswith(("1 ", "2 "))]
+    diagnosis, collapse = result.stdout.split("steps with signal")
+    rows = [line for line in diagnosis.splitlines() if line.strip().startswith(("1 ", "2 "))]
     assert len(rows) == 2 and rows[0].rstrip().endswith("deduction/solve, abduction/solve, induction/propose")
     assert "0.5" in rows[1] and "0.0001" in rows[1] and rows[1].rstrip().endswith("abduction/solve")
     assert "steps with signal, of 2: deduction/solve 1, abduction/solve 2, induction/solve 0" in result.stdout
+    collapse_steps = [line.split()[0] for line in collapse.splitlines() if line.strip()[:1].isdigit()]
+    assert collapse_steps == ["1", "2"], "the collapse watch has one row per step, in step order"
 
 
 OUTCOMES = [
