@@ -10,6 +10,7 @@ and the caller drops that sample, never scoring it (services/rollouts/executor_f
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from services.algorithm.parsing import (
     learnability_answer,
@@ -56,19 +57,30 @@ def solver_instruction(task_type: TaskType, task: SolveTask) -> str:
     return solver_prompt(task_type, ReferenceTriplet(task.program, task.input, task.output))
 
 
-def read_answer(task_type: TaskType, text: str) -> tuple[str | None, bool, str | None]:
-    """(answer, format_ok, failure): the answer as read whatever the format (None when none can be extracted), the
-    Eq 6 format verdict, and why the response is a format error (None when it is not)."""
+class AnswerReading(NamedTuple):
+    """A solver response as read: unpacks as (answer, format_ok, failure)."""
+
+    answer: str | None
+    """The answer as read whatever the format; None when none can be extracted."""
+    format_ok: bool
+    """Eq 6's format verdict."""
+    failure: str | None
+    """Why the response is a format error (a ParseFailure value); None when it is not."""
+
+
+def read_answer(task_type: TaskType, text: str) -> AnswerReading:
+    """How a solver response reads: its answer, its format verdict and why it fails the format, if it does."""
     reading = read_response(task_type, Role.SOLVE, text)
     failure = reading.failure
-    return reading.solver_answer, failure is None, failure.value if failure else None
+    return AnswerReading(answer=reading.solver_answer, format_ok=failure is None,
+                         failure=failure.value if failure else None)
 
 
 def solution_record(task_type: TaskType, task: SolveTask, prompt_ids: list[int], completion: Completion) -> Solution:
-    answer, format_ok, failure = read_answer(task_type, completion.text)
+    reading = read_answer(task_type, completion.text)
     return Solution(task_type=task_type, task_id=task.task_id, prompt_ids=prompt_ids,
                     response_ids=completion.output_ids, behaviour_logprobs=completion.logprobs, text=completion.text,
-                    answer=answer, parse_failure=failure, format_ok=format_ok,
+                    answer=reading.answer, parse_failure=reading.failure, format_ok=reading.format_ok,
                     weight_version=completion.weight_version, finish_reason=completion.finish_reason)
 
 

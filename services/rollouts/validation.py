@@ -32,7 +32,7 @@ def storable(text: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ValidatedProposal:
     """A proposal with the executor's verdict: `entry` is the buffer entry when valid."""
 
@@ -47,6 +47,11 @@ class ValidatedProposal:
         return self.entry is not None
 
 
+def dropped(proposal: Proposal) -> ValidatedProposal:
+    """The proposal the executor could not judge (an infrastructure fault, twice): no verdict, no episode."""
+    return ValidatedProposal(proposal=proposal, status=None, error="executor unavailable", entry=None, dropped=True)
+
+
 def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, policy_version: int,
                       source: TripletSource = TripletSource.PROPOSED, strip: bool = False) -> ValidatedProposal:
     """Run the proposal's program in the sandbox; a valid one becomes a Triplet / InductionTask (not yet stored).
@@ -54,12 +59,13 @@ def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, 
     `strip`: seeding's rule, the program is stripped of comments and global variables before it is validated."""
     task = proposal.task
     if task is None:
-        return ValidatedProposal(proposal, None, proposal.parse_failure, None)
+        return ValidatedProposal(proposal=proposal, status=None, error=proposal.parse_failure, entry=None)
     texts = ([task.program, task.message, *task.inputs] if isinstance(task, ProposedInductionTask)
              else [task.program, task.input])
     if any(not storable(text) for text in texts):
-        return ValidatedProposal(proposal, ExecStatus.SYNTAX_ERROR.value,
-                                 "the task holds a NUL character or a lone surrogate: no buffer stores it", None)
+        return ValidatedProposal(proposal=proposal, status=ExecStatus.SYNTAX_ERROR.value,
+                                 error="the task holds a NUL character or a lone surrogate: no buffer stores it",
+                                 entry=None)
     what = f"validation of a {proposal.task_type.value} proposal"
     if (proposal.task_type is TaskType.INDUCTION) != isinstance(task, ProposedInductionTask):
         raise ValueError(f"a {proposal.task_type.value} proposal carries a {task.kind} task")
@@ -68,19 +74,20 @@ def validate_proposal(executor: CodeExecutor, proposal: Proposal, *, step: int, 
         induction = with_fault_retry(lambda: executor.validate_induction(task.program, inputs),
                                      lambda result: result.status, what)
         if induction is None:
-            return ValidatedProposal(proposal, None, "executor unavailable", None, dropped=True)
+            return dropped(proposal)
         if induction.status is not ExecStatus.OK or induction.outputs is None:
-            return ValidatedProposal(proposal, induction.status.value, induction.error, None)
+            return ValidatedProposal(proposal=proposal, status=induction.status.value, error=induction.error,
+                                     entry=None)
         entry: BufferEntry = InductionTask(program=task.program, inputs=inputs, outputs=induction.outputs,
                                            message=task.message, source=source, step=step,
                                            policy_version=policy_version)
-        return ValidatedProposal(proposal, ExecStatus.OK.value, None, entry)
+        return ValidatedProposal(proposal=proposal, status=ExecStatus.OK.value, error=None, entry=entry)
     program, given = strip_seed_program(task.program) if strip else task.program, task.input
     single = with_fault_retry(lambda: executor.validate_proposal(program, given), lambda result: result.status, what)
     if single is None:
-        return ValidatedProposal(proposal, None, "executor unavailable", None, dropped=True)
+        return dropped(proposal)
     if single.status is not ExecStatus.OK or single.output is None:
-        return ValidatedProposal(proposal, single.status.value, single.error, None)
+        return ValidatedProposal(proposal=proposal, status=single.status.value, error=single.error, entry=None)
     entry = Triplet(buffer=proposal.task_type, program=program, input=given, output=single.output,
                     imports=list(single.imports), source=source, step=step, policy_version=policy_version)
-    return ValidatedProposal(proposal, ExecStatus.OK.value, None, entry)
+    return ValidatedProposal(proposal=proposal, status=ExecStatus.OK.value, error=None, entry=entry)
