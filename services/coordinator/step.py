@@ -17,19 +17,29 @@ ids, and the trainer applies each id once.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.parsing import learnability_answer
 from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
-from services.algorithm.task_types import Role, TaskType
+from services.algorithm.task_types import TaskType
 from services.coordinator.collapse_metrics import collapse_metrics
 from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.step_config import StepConfig, to_reference
-from services.coordinator.step_metrics import PhaseTimer, counts, episode_metrics
+from services.coordinator.step_metrics import PhaseTimer, episode_metrics
+from services.coordinator.task_round import (
+    EpisodeIds,
+    GeneratedAnswers,
+    Learnability,
+    PendingSample,
+    SolveSlot,
+    TaskTypeRound,
+    propose_episodes,
+    solve_episodes,
+    weight_version_int,
+)
 from services.ports import (
     BufferEntry,
     CodeExecutor,
@@ -63,46 +73,6 @@ def answer_of(entry: BufferEntry) -> str:
     return entry.output if entry.buffer is TaskType.DEDUCTION else entry.input
 
 
-def weight_version_int(text: str, fallback: int) -> int:
-    """SGLang reports `weight_version` as a string ("default" before any update): our integer, or the fallback."""
-    try:
-        return int(text)
-    except ValueError:
-        return fallback
-
-
-@dataclass(frozen=True)
-class _RoleEpisodes:
-    """One role's episodes of one task type, and how many of its rollouts were dropped (the executor failed)."""
-
-    episodes: list[Episode]
-    dropped: int
-
-
-@dataclass(frozen=True)
-class _SolveSlot:
-    """One task of a solver batch and its answer when the proposers' generation already made one (None: to make)."""
-
-    task: SolveTask
-    answer: Solution | None = None
-
-
-@dataclass(frozen=True)
-class _PendingSample:
-    """A learnability sample and the check of its answer (shared by the samples that give the same answer)."""
-
-    solution: Solution
-    check: Future[Solution | None]
-
-
-@dataclass
-class _Learnability:
-    """The n checked samples of each valid, well-formed proposal (by proposal index) and the dropped samples."""
-
-    samples: dict[int, list[Solution]]
-    dropped: int = 0
-
-
 class StaleRollouts(RuntimeError):
     """A step's rollouts came from weights older than the step may use (an inference server restarted and not yet
     given the current weights): its episodes are not published; the loop runs the step again."""
@@ -126,97 +96,115 @@ class SelfPlayStep:
 
     def run(self, step: int, policy_version: int, rng: random.Random, *,
             min_version: int | None = None) -> StepResult:
-        """One full step; publishes 6·B episodes (fewer where a buffer is empty or the executor failed).
-        `min_version`: the oldest weights the step's rollouts may come from (the trainer drops older episodes as
-        stale, and a step it can never fill would stall the run); StaleRollouts, nothing published, when any
-        rollout is older."""
+        """One full step, propose → validate → solve → reward → publish; publishes 6·B episodes (fewer where a
+        buffer is empty or the executor failed). `min_version`: the oldest weights the step's rollouts may come
+        from (the trainer drops older episodes as stale, and a step it can never fill would stall the run);
+        StaleRollouts, nothing published, when any rollout is older."""
         timer = PhaseTimer()
         round_ = ProposalRound(store=self.store, executor=self.executor, rollouts=self.rollouts, config=self.config,
                                pool=self.pool, timer=timer)
+        rounds = self._propose(round_, step, policy_version, rng, timer)
+        self._validate(round_, rounds, step)
+        self._solve(rounds, rng, timer)
+        episodes, metrics = self._reward(round_, rounds, step, policy_version, timer)
+        if min_version is not None and (behind := sorted({e.policy_version for e in episodes
+                                                          if e.policy_version < min_version})):
+            raise StaleRollouts(f"step {step}: rollouts from weight version(s) {behind}, older than {min_version}: "
+                                "an inference server has not been given the current weights yet")
+        metrics.update(self._publish(rounds, episodes, timer))
+        return StepResult(step=step, episodes=episodes, metrics=metrics,
+                          new_ids={t: rounds[t].new_ids for t in TaskType})
+
+    # ------------------------------------------------------------------------------------------------------ phases
+
+    def _propose(self, round_: ProposalRound, step: int, policy_version: int, rng: random.Random,
+                 timer: PhaseTimer) -> dict[TaskType, TaskTypeRound]:
+        """Draw each solve batch's fill, then generate the proposals (and, with one answer per task, the fill's
+        answers) in one generation; the validations start on the pool."""
         B = self.config.batch_size
         # The solve batches' fill from the buffer does not depend on this step's proposals (they go first, the
         # fill is uniform over the rest), so it is drawn now and answered in the proposers' generation: one decode
         # batch instead of two. The answers of fill tasks that this step's tasks displace are not used.
         with timer.phase("store_queue"):
             drawn = {t: self.store.sample_batch(t, B, [], rng) if self.store.count(t) else [] for t in TaskType}
-        fills = {t: self._fitting_batch(round_, t, [solve_task_from_entry(e) for e in drawn[t]], rng)
-                 for t in TaskType}
+        rounds = {t: TaskTypeRound(task_type=t, fill=self._fitting_batch(
+            round_, t, [solve_task_from_entry(e) for e in drawn[t]], rng)) for t in TaskType}
         k = self.config.solve_samples_per_task
         # with k > 1 every solve task is answered k times in the solve call (its samples share one prompt)
-        rolled = round_.generate_with_answers(tuple(TaskType), B, rng, step=step, policy_version=policy_version,
-                                              source=TripletSource.PROPOSED,
-                                              solve_tasks=fills if k == 1 else {t: [] for t in TaskType})
-        pending = rolled.pending
-        verdicts = {t: round_.await_verdicts(pending[t].validations) for t in TaskType}
-        # A valid proposal whose solver prompt would not fit is not stored and gets r̄ = 0 (as the authors do).
-        too_long = {t: self._unsolvable(round_, t, verdicts[t]) for t in TaskType}
-        stored = {t: round_.store_entries(verdicts[t], skip=too_long[t]) for t in TaskType}
-        valid = {t: stored[t].entries for t in TaskType}
-        new_ids = {t: stored[t].created for t in TaskType}
-        complexity = {t: self._measure_tasks(t, verdicts[t], pending[t].contexts) for t in TaskType}
-        self.progress(f"step {step}: valid proposals " + ", ".join(f"{t.value} {len(valid[t])}/{len(verdicts[t])}"
-                                                                   for t in TaskType)
+        rolled = round_.generate_with_answers(
+            tuple(TaskType), B, rng, step=step, policy_version=policy_version, source=TripletSource.PROPOSED,
+            solve_tasks={t: rounds[t].fill if k == 1 else [] for t in TaskType})
+        for t, part in rounds.items():
+            part.contexts, part.validations = rolled.pending[t].contexts, rolled.pending[t].validations
+            part.fill_answers = rolled.solutions.get(t, [])
+        return rounds
+
+    def _validate(self, round_: ProposalRound, rounds: dict[TaskType, TaskTypeRound], step: int) -> None:
+        """The executor's verdicts; the valid proposals stored (a valid one whose solver prompt would not fit is
+        not stored and gets r̄ = 0, as the authors do) and measured (App. C.4)."""
+        for part in rounds.values():
+            part.verdicts = round_.await_verdicts(part.validations)
+        for t, part in rounds.items():
+            part.too_long = self._unsolvable(round_, t, part.verdicts)
+        for part in rounds.values():
+            stored = round_.store_entries(part.verdicts, skip=part.too_long)
+            part.valid, part.new_ids = stored.entries, stored.created
+        for t, part in rounds.items():
+            part.complexity = self._measure_tasks(t, part.verdicts, part.contexts)
+        self.progress(f"step {step}: valid proposals "
+                      + ", ".join(f"{t.value} {len(part.valid)}/{len(part.verdicts)}" for t, part in rounds.items())
                       + f"; now {self.config.learnability_samples} learnability samples each and the solve batches, "
                         "in one generation")
 
-        scored = {t: {i: entry for i, entry in valid[t].items() if verdicts[t][i].proposal.format_ok}
-                  for t in TaskType}
-        batches = {t: self._solve_batch(valid[t], fills[t], rolled.solutions.get(t, []), rng) for t in TaskType}
-        # the learnability samples and the solve batch's answers in one generation: one decoding batch, one tail
-        learn_generated, solve_generated = self._answer_tasks(scored, batches, seed=rng.getrandbits(31), timer=timer)
-        learn_checks = self._learnability_checks(scored, learn_generated)
-        solve_checks = self._solve_checks(batches, solve_generated)
-        batches_tasks = {t: [slot.task for slot in batches[t] for _ in range(k)] for t in TaskType}
+    def _solve(self, rounds: dict[TaskType, TaskTypeRound], rng: random.Random, timer: PhaseTimer) -> None:
+        """The solve batches, then the learnability samples and the batches' missing answers in one generation
+        (one decoding batch, one tail); every answer's check starts on the pool."""
+        scored = {t: part.scored() for t, part in rounds.items()}
+        for part in rounds.values():
+            part.batch = self._solve_batch(part.valid, part.fill, part.fill_answers, rng)
+        batches = {t: part.batch for t, part in rounds.items()}
+        generated = self._answer_tasks(scored, batches, seed=rng.getrandbits(31), timer=timer)
+        learn_checks = self._learnability_checks(scored, generated.learnability)
+        solve_checks = self._solve_checks(batches, generated.solve)
+        for t, part in rounds.items():
+            part.learn_checks, part.solve_checks = learn_checks[t], solve_checks[t]
 
+    def _reward(self, round_: ProposalRound, rounds: dict[TaskType, TaskTypeRound], step: int,
+                policy_version: int, timer: PhaseTimer) -> tuple[list[Episode], dict[str, Any]]:
+        """Each task type's checks awaited and its episodes rewarded (Eq 4-6); the step's metrics line so far."""
+        ids, k = EpisodeIds(run_id=self.run_id, step=step), self.config.solve_samples_per_task
         episodes: list[Episode] = []
         metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
-        learn_answers: dict[TaskType, list[list[str]]] = {}
-        solve_answers: dict[TaskType, list[list[str]]] = {}
-        for t in TaskType:
-            learn = self._await_learnability(learn_checks[t], timer)
-            solved = [self._await(check, timer) for group in solve_checks[t] for check in group]
-            learn_answers[t] = [[learnability_answer(t, s.text) or "" for s in group]
-                                for group in learn.samples.values()]
-            solve_answers[t] = [[learnability_answer(t, s.text) or "" for s in solved[i:i + k] if s is not None]
-                                for i in range(0, len(solved), k)]
-            proposed = self._propose_episodes(step, policy_version, t, verdicts[t], learn, valid[t], too_long[t])
-            answered = self._solve_episodes(step, policy_version, t, batches_tasks[t], solved)
-            episodes += proposed.episodes + answered.episodes
-            checked = [s for s in solved if s is not None]
-            metrics[f"valid_rate/{t.value}"] = round(len(valid[t]) / len(verdicts[t]), 6) if verdicts[t] else None
-            metrics[f"new/{t.value}"] = len(new_ids[t])
-            metrics[f"solve_rate/{t.value}"] = round(sum(bool(s.correct) for s in checked) / len(checked), 6) \
-                if checked else None
-            rbar = [sum(bool(s.correct) for s in group) / len(group) for group in learn.samples.values() if group]
-            metrics[f"learnability/{t.value}"] = round(sum(rbar) / len(rbar), 6) if rbar else None
-            metrics[f"dropped/{t.value}/propose"] = proposed.dropped
-            metrics[f"dropped/{t.value}/solve"] = answered.dropped
-            metrics[f"dropped/{t.value}/learnability"] = learn.dropped
-            metrics[f"prompt_over_limit/{t.value}"] = round_.over_limit[t.value]
-            metrics.update(counts(f"parse_failures/{t.value}", [v.proposal.parse_failure for v in verdicts[t]]))
-            metrics.update(counts(f"format_failures/{t.value}/propose",
-                                  [v.proposal.format_failure for v in verdicts[t]]))
-            metrics.update(counts(f"format_failures/{t.value}/solve",
-                                  [s.parse_failure for s in checked if not s.format_ok]))
-            metrics.update(counts(f"exec_status/{t.value}/propose", [v.status for v in verdicts[t]]))
-            metrics.update(counts(f"exec_status/{t.value}/solve", [s.exec_status for s in checked]))
-        if min_version is not None and (behind := sorted({e.policy_version for e in episodes
-                                                          if e.policy_version < min_version})):
-            raise StaleRollouts(f"step {step}: rollouts from weight version(s) {behind}, older than {min_version}: "
-                                "an inference server has not been given the current weights yet")
-        measured = [future.result() for t in TaskType for future in complexity[t]]
+        for t, part in rounds.items():
+            part.learn = self._await_learnability(part.learn_checks, timer)
+            part.solved = [self._await(check, timer) for group in part.solve_checks for check in group]
+            part.proposed = propose_episodes(ids, policy_version, self.config, t, part.verdicts, part.learn,
+                                             part.valid, part.too_long)
+            part.answered = solve_episodes(ids, policy_version, self.config, t, part.batch_tasks(k), part.solved)
+            episodes += part.proposed.episodes + part.answered.episodes
+            metrics.update(part.metrics(round_.over_limit[t.value]))
+        return episodes, metrics
+
+    def _publish(self, rounds: dict[TaskType, TaskTypeRound], episodes: list[Episode],
+                 timer: PhaseTimer) -> dict[str, Any]:
+        """The task metrics, the answers seen, the episodes published; the rest of the step's metrics line."""
+        k = self.config.solve_samples_per_task
+        metrics: dict[str, Any] = {}
+        measured = [future.result() for part in rounds.values() for future in part.complexity]
         metrics.update({f"task/{name}": round(value, 6) for name, value in aggregate_task_metrics(measured).items()})
-        for t in TaskType:  # observed after scoring: each proposal is compared with earlier answers only
-            self.answers.observe_all(t, [answer_of(entry) for entry in valid[t].values()])
+        for t, part in rounds.items():  # observed after scoring: each proposal is compared with earlier answers only
+            self.answers.observe_all(t, [answer_of(entry) for entry in part.valid.values()])
         with timer.phase("store_queue"):
             self.episodes.publish(episodes)
-            for t in TaskType:
+            for t in rounds:
                 metrics[f"buffer/{t.value}"] = self.store.count(t)
-        metrics["valid_proposals"] = sum(v.valid for t in TaskType for v in verdicts[t])
+        metrics["valid_proposals"] = sum(v.valid for part in rounds.values() for v in part.verdicts)
         metrics.update(episode_metrics(episodes))
-        metrics.update(collapse_metrics(episodes, learnability_answers=learn_answers, solve_answers=solve_answers))
+        metrics.update(collapse_metrics(
+            episodes, learnability_answers={t: part.learnability_answers() for t, part in rounds.items()},
+            solve_answers={t: part.solve_answers(k) for t, part in rounds.items()}))
         metrics.update(timer.breakdown())
-        return StepResult(step=step, episodes=episodes, metrics=metrics, new_ids=new_ids)
+        return metrics
 
     # ---------------------------------------------------------------------------------------------------- helpers
 
@@ -238,7 +226,7 @@ class SelfPlayStep:
         return kept + [rng.choice(kept) for _ in range(len(tasks) - len(kept))]
 
     def _solve_batch(self, valid: dict[int, BufferEntry], fill: list[SolveTask], fill_answers: list[Solution],
-                     rng: random.Random) -> list[_SolveSlot]:
+                     rng: random.Random) -> list[SolveSlot]:
         """A solver batch of B (§3.3.2): this step's valid tasks first (new or not, each once), then the fill drawn
         before proposing, without the tasks this step already holds; each with its answer when the proposers'
         generation made one (None: still to generate). A buffer that was empty before the step fills the batch with
@@ -247,21 +235,21 @@ class SelfPlayStep:
         step_tasks = list({entry.id or "": solve_task_from_entry(entry) for entry in valid.values()}.values())[:B]
         held = {task.task_id for task in step_tasks}
         answers: list[Solution | None] = list(fill_answers) if fill_answers else [None] * len(fill)
-        rest = [_SolveSlot(task, answer) for task, answer in zip(fill, answers, strict=True)
+        rest = [SolveSlot(task=task, answer=answer) for task, answer in zip(fill, answers, strict=True)
                 if task.task_id not in held]
-        batch = [_SolveSlot(task) for task in step_tasks]
+        batch = [SolveSlot(task=task) for task in step_tasks]
         batch += rest[:B - len(batch)]
         if batch:
-            batch += [_SolveSlot(rng.choice(step_tasks)) for _ in range(B - len(batch))] if step_tasks else []
+            batch += [SolveSlot(task=rng.choice(step_tasks)) for _ in range(B - len(batch))] if step_tasks else []
         return batch
 
     def _answer_tasks(self, learn_entries: dict[TaskType, dict[int, BufferEntry]],
-                      batches: dict[TaskType, list[_SolveSlot]], *, seed: int, timer: PhaseTimer
-                      ) -> tuple[dict[TaskType, list[list[Solution]]], dict[TaskType, list[list[Solution]]]]:
+                      batches: dict[TaskType, list[SolveSlot]], *, seed: int, timer: PhaseTimer
+                      ) -> GeneratedAnswers:
         """n learnability samples of each valid, well-formed proposal and k answers to each solve-batch task that
         still lacks one, as one generation (each sample its own row: rows of one task share its prompt's cache).
-        Returns (per type, per proposal in `learn_entries` order: n samples; per type, per task lacking an answer
-        in batch order: k answers)."""
+        Per type: each proposal's n samples in `learn_entries` order, each task lacking an answer's k answers in
+        batch order."""
         n, k = self.config.learnability_samples, self.config.solve_samples_per_task
         learn = {t: [solve_task_from_entry(entry) for entry in group.values()] for t, group in learn_entries.items()}
         missing = {t: [slot.task for slot in batch if slot.answer is None] for t, batch in batches.items()}
@@ -279,9 +267,9 @@ class SelfPlayStep:
             cut = len(learn.get(t, [])) * n
             learn_out[t] = [flat[i:i + n] for i in range(0, cut, n)]
             solve_out[t] = [flat[i:i + k] for i in range(cut, len(flat), k)]
-        return learn_out, solve_out
+        return GeneratedAnswers(learnability=learn_out, solve=solve_out)
 
-    def _solve_checks(self, batches: dict[TaskType, list[_SolveSlot]],
+    def _solve_checks(self, batches: dict[TaskType, list[SolveSlot]],
                       generated: dict[TaskType, list[list[Solution]]]
                       ) -> dict[TaskType, list[list[Future[Solution | None]]]]:
         """Start the check of every answer of the solve batches (awaited later): the proposers' generation's
@@ -298,10 +286,10 @@ class SelfPlayStep:
 
     def _learnability_checks(self, entries: dict[TaskType, dict[int, BufferEntry]],
                              generated: dict[TaskType, list[list[Solution]]]
-                             ) -> dict[TaskType, dict[int, list[_PendingSample]]]:
+                             ) -> dict[TaskType, dict[int, list[PendingSample]]]:
         """The n samples of each proposal (by index), each checked on its answer whatever its format; a sample whose
         answer repeats an earlier sample's of the same task shares that check (the authors' answer cache)."""
-        checks: dict[TaskType, dict[int, list[_PendingSample]]] = {t: {} for t in entries}
+        checks: dict[TaskType, dict[int, list[PendingSample]]] = {t: {} for t in entries}
         for task_type, group_entries in entries.items():
             for (index, entry), group in zip(group_entries.items(), generated.get(task_type, []), strict=True):
                 task = solve_task_from_entry(entry)
@@ -313,12 +301,12 @@ class SelfPlayStep:
                         by_answer[key] = self.pool.submit(
                             check_solution, self.executor, task_type, task, solution, learnability=True,
                             induction_gold_imports=self.config.induction_gold_imports)
-                    checks[task_type][index].append(_PendingSample(solution, by_answer[key]))
+                    checks[task_type][index].append(PendingSample(solution=solution, check=by_answer[key]))
         return checks
 
-    def _await_learnability(self, checks: dict[int, list[_PendingSample]],
-                            timer: PhaseTimer) -> _Learnability:
-        learn = _Learnability(samples={})
+    def _await_learnability(self, checks: dict[int, list[PendingSample]],
+                            timer: PhaseTimer) -> Learnability:
+        learn = Learnability(samples={})
         for index, pending in checks.items():
             samples = []
             for sample in pending:
@@ -347,52 +335,3 @@ class SelfPlayStep:
     def _await(future: Future[Solution | None], timer: PhaseTimer) -> Solution | None:
         with timer.phase("executor"):
             return future.result()
-
-    def _episode_id(self, step: int, task_type: TaskType, role: Role, index: int) -> str:
-        return f"{self.run_id}/{step}/{task_type.value}/{role.value}/{index}"
-
-    def _propose_episodes(self, step: int, policy_version: int, task_type: TaskType,
-                          verdicts: list[ValidatedProposal], learn: _Learnability, stored: dict[int, BufferEntry],
-                          unsolvable: Collection[int]) -> _RoleEpisodes:
-        """Eq 6 ∘ Eq 4 per proposal. A proposal is dropped when the executor failed on it, or
-        on every learnability sample of a valid, well-formed one (its reward is then unknown). An `unsolvable` one
-        (its solver prompt is over the limit) has r̄ = 0."""
-        episodes, dropped = [], 0
-        for index, verdict in enumerate(verdicts):
-            proposal = verdict.proposal
-            samples = learn.samples.get(index)
-            if verdict.dropped or (samples is not None and not samples):
-                dropped += 1
-                continue
-            successes = [False] if index in unsolvable else [bool(s.correct) for s in samples] if samples else None
-            reward = propose_reward(successes, well_formed=proposal.format_ok, valid_task=verdict.valid,
-                                    unlearnable_reward=self.config.unlearnable_proposal_reward,
-                                    extracted=proposal.task is not None,
-                                    invalid_task_reward=self.config.proposer_invalid_task_reward)
-            episodes.append(Episode(
-                id=self._episode_id(step, task_type, Role.PROPOSE, index), run_id=self.run_id, step=step,
-                task_type=task_type, role=Role.PROPOSE, prompt_ids=proposal.prompt_ids,
-                response_ids=proposal.response_ids, behaviour_logprobs=proposal.behaviour_logprobs or None,
-                reward=reward, policy_version=weight_version_int(proposal.weight_version, policy_version),
-                text=proposal.text, task_id=stored[index].id if index in stored else None,
-                exec_status=verdict.status or proposal.parse_failure, format_ok=proposal.format_ok))
-        return _RoleEpisodes(episodes=episodes, dropped=dropped)
-
-    def _solve_episodes(self, step: int, policy_version: int, task_type: TaskType, tasks: list[SolveTask],
-                        solved: list[Solution | None]) -> _RoleEpisodes:
-        """Eq 6 ∘ Eq 5 per solver answer; an answer the executor failed on is dropped."""
-        episodes, dropped = [], 0
-        for index, (task, solution) in enumerate(zip(tasks, solved)):
-            if solution is None:
-                dropped += 1
-                continue
-            reward = solve_reward(bool(solution.correct), well_formed=solution.format_ok,
-                                  wrong_reward=self.config.solver_wrong_answer_reward)
-            episodes.append(Episode(
-                id=self._episode_id(step, task_type, Role.SOLVE, index), run_id=self.run_id, step=step,
-                task_type=task_type, role=Role.SOLVE, prompt_ids=solution.prompt_ids,
-                response_ids=solution.response_ids, behaviour_logprobs=solution.behaviour_logprobs or None,
-                reward=reward, policy_version=weight_version_int(solution.weight_version, policy_version),
-                text=solution.text, task_id=task.task_id,
-                exec_status=solution.exec_status or solution.parse_failure, format_ok=solution.format_ok))
-        return _RoleEpisodes(episodes=episodes, dropped=dropped)
