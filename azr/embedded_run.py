@@ -46,7 +46,7 @@ class EmbeddedRun:
             progress(f"executor ready: {settings.executor_workers} workers, isolation {self.executor.isolation}")
             threads = self._torch_threads(settings)
             model_dir = resolve_model(settings.model, say=progress)
-            self.loaded = load_or_restore(settings.run_dir, Path(model_dir), settings)
+            self.loaded = load_or_restore(settings.run_dir, Path(model_dir), settings, say=progress)
             served = self.loaded.source
             self.engine = build_local_engine(served, settings, say=progress)
             if threads is not None:
