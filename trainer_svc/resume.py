@@ -12,10 +12,11 @@ optimizer is built; a checkpoint then holds the adapters and names its base mode
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -43,6 +44,11 @@ from trainer_svc.optimizer_layout import BY_INDEX, BY_NAME, load_optimizer_state
 from trainer_svc.policy_forward import resolve_device
 from trainer_svc.ppo_update import MicroBatchProgress, PolicyTrainer
 from trainer_svc.rank_commands import CheckpointCommand, announce
+
+if TYPE_CHECKING:
+    from trainer_svc.format_warmup import WarmupPlan
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,10 +162,30 @@ def restore_trainer(run_dir: Path, settings: TrainerSettings, ranks: RankInfo | 
 
 
 def load_or_restore(run_dir: Path, model_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None, *,
-                    on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> LoadedPolicy:
-    """Resume from the run's latest checkpoint when there is one, else start from the base model."""
-    return (restore_trainer(run_dir, settings, ranks, model_dir, on_micro_batch=on_micro_batch)
-            or fresh_trainer(model_dir, settings, ranks, on_micro_batch=on_micro_batch))
+                    on_micro_batch: Callable[[MicroBatchProgress], None] | None = None,
+                    warmup: WarmupPlan | None = None, say: Callable[[str], None] = log.info) -> LoadedPolicy:
+    """Resume from the run's latest checkpoint when there is one, else start from the base model (with the format
+    warm-up first when `warmup` asks for examples, `format_warmup_per_type` > 0, and no `lora_init_adapter` is
+    given: a switch, not the paper)."""
+    restored = restore_trainer(run_dir, settings, ranks, model_dir, on_micro_batch=on_micro_batch)
+    if restored is not None:
+        return restored
+    loaded = fresh_trainer(model_dir, settings, ranks, on_micro_batch=on_micro_batch)
+    lora = settings.lora
+    if warmup is not None and warmup.per_type > 0 and lora.lora_init_adapter is None:
+        if lora.lora_rank == 0 or ranks is not None:
+            raise ValueError("the format warm-up trains LoRA adapters in one process: set lora_rank > 0")
+        from trainer_svc.format_warmup import SNAPSHOT_FILE, warm_up
+        from trainer_svc.snapshot import load_snapshot
+
+        snapshot = Path(run_dir) / SNAPSHOT_FILE
+        if snapshot.is_file():  # warmed up before, stopped before the first checkpoint: not twice
+            load_snapshot(loaded.trainer.model, snapshot, rank=lora.lora_rank, alpha=lora.lora_alpha)
+            say(f"format warm-up: the adapters of {snapshot}")
+        else:
+            warm_up(loaded.trainer.model, Path(model_dir), warmup, settings, snapshot, say=say)
+        loaded.restored = True  # its adapters are not the base model's: pushed to the engines before step 1
+    return loaded
 
 
 def checkpoint_trainer(loaded: LoadedPolicy, run_dir: Path, settings: TrainerSettings, *,

@@ -23,8 +23,10 @@ SNAPSHOT_VERSION = 1
 PEFT_PREFIX = "base_model.model."
 
 
-def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, policy_version: int) -> Path:
-    """Write ``checkpoint``'s adapters (a LoRA checkpoint directory) as one bf16 safetensors file at ``target``."""
+def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, policy_version: int,
+                   origin: str = "run checkpoint", note: str = "") -> Path:
+    """Write ``checkpoint``'s adapters (a LoRA checkpoint directory) as one bf16 safetensors file at ``target``;
+    ``origin`` says what made them ("run checkpoint", or "format-warmup": trainer_svc/format_warmup.py)."""
     from safetensors.torch import load_file, save_file
 
     from trainer_svc.lora import ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE
@@ -34,7 +36,7 @@ def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, pol
     config = json.loads((Path(checkpoint) / ADAPTER_CONFIG_FILE).read_text())
     metadata = {"azr_snapshot_version": str(SNAPSHOT_VERSION), "adapter_config": json.dumps(config, sort_keys=True),
                 "model": model, "step": str(step), "policy_version": str(policy_version),
-                "checkpoint": Path(checkpoint).name}
+                "checkpoint": Path(checkpoint).name, "origin": origin, "note": note}
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.partial")
     save_file(tensors, str(staging), metadata=metadata)
@@ -43,7 +45,7 @@ def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, pol
 
 
 def snapshot_metadata(path: Path) -> dict[str, Any]:
-    """The snapshot's header: adapter config (parsed), model, step, policy version."""
+    """The snapshot's header: adapter config (parsed), model, step, policy version, origin and note."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as handle:
@@ -51,7 +53,8 @@ def snapshot_metadata(path: Path) -> dict[str, Any]:
     if metadata.get("azr_snapshot_version") != str(SNAPSHOT_VERSION):
         raise ValueError(f"{path} is not an AZR adapter snapshot (version {SNAPSHOT_VERSION})")
     return {"adapter_config": json.loads(metadata["adapter_config"]), "model": metadata["model"],
-            "step": int(metadata["step"]), "policy_version": int(metadata["policy_version"])}
+            "step": int(metadata["step"]), "policy_version": int(metadata["policy_version"]),
+            "origin": metadata.get("origin", "run checkpoint"), "note": metadata.get("note", "")}
 
 
 def load_snapshot(model: nn.Module, path: Path, *, rank: int, alpha: float) -> None:

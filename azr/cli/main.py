@@ -24,6 +24,7 @@ from azr.cli.seeds_cmd import seeds_app
 from azr.cli.serve_cmd import serve_app
 from azr.cli.trainer_cmd import trainer
 from azr.cli.trend_cmd import trend
+from azr.cli.warmup_cmd import warmup
 from executor_svc.errors import SandboxUnavailable
 
 
@@ -55,6 +56,7 @@ app.command("validate")(validate)
 app.add_typer(worker_app, name="worker")
 app.add_typer(serve_app, name="serve")
 app.command("trainer")(trainer)
+app.command("warmup")(warmup)
 app.add_typer(db_app, name="db")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(eval_app, name="eval")

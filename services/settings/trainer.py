@@ -12,7 +12,8 @@ from services.settings.section import SettingsSection
 
 
 class LoraSettings(SettingsSection):
-    """Low-rank adapters instead of full fine-tuning (PEFT); every field is kept by a resumed run."""
+    """Low-rank adapters instead of full fine-tuning (PEFT), and how a new LoRA run may start (a snapshot, the format
+    warm-up); a resumed run keeps the adapters' shape and dropout."""
 
     RESUMED: ClassVar[frozenset[str]] = frozenset({"lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules"})
 
@@ -29,6 +30,15 @@ class LoraSettings(SettingsSection):
     instead of zero-initialised adapters; its trainer step and policy version continue from the snapshot's header,
     its AdamW moments restart from zero. For a run whose directory did not survive a change of machine (not in the
     paper)."""
+    format_warmup_per_type: int = Field(0, ge=0)
+    """The format warm-up switch (not in the paper; the self-play issue allows it for a model that writes almost no
+    valid task at step 0): a new LoRA run first makes one supervised pass over this many of the authors' seed triplets
+    per proposer kind, written as well-formed proposals (trainer_svc/format_warmup.py; never CRUXEval), and starts
+    self-play from the adapters it leaves (saved as `format-warmup.safetensors` in the run directory, with the
+    examples beside it). 0: off (the paper; configs/paper.toml and authors-code.toml). Ignored when
+    `lora_init_adapter` is set or the run resumes."""
+    format_warmup_epochs: int = Field(2, ge=1)
+    """Passes of the format warm-up over its examples (at the run's LoRA learning rate)."""
     lora_target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     """Module names (PEFT `target_modules`) that get adapters: every attention and MLP projection of Qwen2 / Llama

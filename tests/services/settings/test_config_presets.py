@@ -21,6 +21,9 @@ CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 SEEDS = ["services/data/seeds/7b_coder_seed_io.jsonl", "services/data/seeds/7b_coder_code_f_seed_io.jsonl"]
 SWITCHES = ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size",
             "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports")
+LEVERS = ("solve_samples_per_task", "solver_wrong_answer_reward", "proposer_invalid_task_reward",
+          "format_warmup_per_type")
+"""The self-play issue's signal levers and its warm-up switch: departures configs/selfplay-cpu.toml sets."""
 
 # key -> (value, what its comment must cite), written from the paper and the released code, not from the files.
 PAPER: dict[str, tuple[Any, str]] = {
@@ -48,6 +51,10 @@ PAPER: dict[str, tuple[Any, str]] = {
     "weight_decay": (0.01, "paper silent"),
     "reject_multiple_functions": (False, "Figs 34-35 allow custom classes"),
     "unlearnable_proposal_reward": (0.0, "Eq 4: r_propose = 0 if r̄_solve is 0 or 1"),
+    "solve_samples_per_task": (1, "each answered once"),
+    "solver_wrong_answer_reward": (-0.5, "Eq 6: −0.5"),
+    "proposer_invalid_task_reward": (-1.0, "§3.1 after Eq 6"),
+    "format_warmup_per_type": (0, "self-play from the base model"),
     "trr_statistics": ("per-sample", "Eq 8"),
     "clip_ratio_low": (0.2, "Eq 9: clip(s, 1 − ε, 1 + ε)"),
     "clip_ratio_high": (0.2, "Eq 9: the same ε above"),
@@ -81,6 +88,10 @@ AUTHORS_CODE: dict[str, tuple[Any, str]] = {
     "max_staleness": (0, "in one step"),
     "skip_zero_advantage_batches": (False, "one actor update every step"),
     "unlearnable_proposal_reward": (-0.5, "r == 0 becomes −0.5 (issue #37)"),
+    "solve_samples_per_task": (1, "answers each task once"),
+    "solver_wrong_answer_reward": (-0.5, "well-formed wrong answer earns −0.5"),
+    "proposer_invalid_task_reward": (-1.0, "invalid proposal earns −1"),
+    "format_warmup_per_type": (0, "no supervised pass"),
     "trr_statistics": ("token-weighted", "masked_whiten, Bessel, rsqrt(var + 1e-8)"),
     "clip_ratio_low": (0.2, "clip_ratio_low 0.2"),
     "clip_ratio_high": (0.28, "clip_ratio_high 0.28"),
@@ -116,6 +127,7 @@ def test_each_preset_loads_with_exactly_the_values_its_comments_cite(name: str,
         assert citation in comments[key], (key, comments[key])
     for switch in SWITCHES:  # the presets set every switch, whatever the defaults become
         assert switch in expected or switch == "loss_agg_micro_batch_size"
+    assert all(lever in expected for lever in LEVERS), "the self-play issue's levers are off, by name, in both"
 
 
 def test_the_presets_seed_files_exist() -> None:
