@@ -24,7 +24,7 @@ from torch import nn
 
 from services.algorithm.warmup_examples import WarmupExample, warmup_examples
 from services.inference.chat_codec import PromptCodec
-from services.settings import Settings, TrainerSettings
+from services.settings import TrainerSettings
 from services.settings.profiles import PACKAGED_SEED_FILES
 
 SNAPSHOT_FILE = "format-warmup.safetensors"
@@ -33,8 +33,9 @@ SNAPSHOT_FILE = "format-warmup.safetensors"
 
 @dataclass(frozen=True)
 class WarmupPlan:
-    """What the warm-up reads of a run's settings, across their sections: the seed files, the proposer prompts'
-    shape (K, N, the prompt budget), the run's seed, the base model's name, and how many examples and passes."""
+    """What the warm-up reads of a run's settings, across their sections (azr.factory.parts.warmup_plan gathers
+    it): the seed files, the proposer prompts' shape (K, N, the prompt budget), the run's seed, the base model's
+    name, and how many examples and passes."""
 
     seed_files: list[Path]
     """The rollout section's `seed_files` (the packaged authors' files when empty)."""
@@ -52,17 +53,6 @@ class WarmupPlan:
     """Examples per proposer kind (`format_warmup_per_type`; 0: no warm-up)."""
     epochs: int
     """Passes over the examples (`format_warmup_epochs`)."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings, *, per_type: int | None = None,
-                      epochs: int | None = None) -> WarmupPlan:
-        """The run's plan; `per_type` / `epochs` given (`azr warmup`'s options) replace the LoRA section's."""
-        rollout, lora = settings.rollout, settings.trainer.lora
-        return cls(seed_files=list(rollout.seed_files), references_k=rollout.references_k,
-                   induction_inputs=rollout.induction_inputs, max_prompt_tokens=rollout.max_prompt_tokens,
-                   seed=settings.run.seed, model=settings.inference.model,
-                   per_type=lora.format_warmup_per_type if per_type is None else per_type,
-                   epochs=lora.format_warmup_epochs if epochs is None else epochs)
 
 
 @dataclass(frozen=True)

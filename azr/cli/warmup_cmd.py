@@ -29,8 +29,9 @@ def warmup(
     for a model that writes almost no valid task at step 0. Uses the run's settings: model, LoRA rank/alpha/targets,
     learning rate, references K, induction inputs, prompt budget, seed files and seed. Writes the adapters as a
     snapshot (origin "format-warmup") and, beside it, the examples it learned from (`<out>.examples.jsonl`)."""
+    from azr.factory.parts import warmup_plan
     from services.inference.model_registry import resolve_model
-    from trainer_svc.format_warmup import WarmupPlan, warm_up
+    from trainer_svc.format_warmup import warm_up
     from trainer_svc.lora import add_adapters
     from trainer_svc.resume import load_model_and_tokenizer
 
@@ -40,7 +41,7 @@ def warmup(
     model_dir = resolve_model(settings.inference.model)
     policy, _ = load_model_and_tokenizer(model_dir)
     policy = add_adapters(policy, settings.trainer.lora, model_dir)
-    plan = WarmupPlan.from_settings(settings, per_type=per_type, epochs=epochs)
+    plan = warmup_plan(settings, per_type=per_type, epochs=epochs)
     try:
         warm_up(policy, model_dir, plan, settings.trainer, out, say=typer.echo)
     except ValueError as error:

@@ -116,11 +116,10 @@ def torch_threads(settings: Settings, executor: Executor, say: Say) -> SharedCor
 def load_policy(settings: Settings, model_dir: Path, say: Say) -> LoadedPolicy:
     """The trainer's policy: the run's latest checkpoint, else the base model (after the format warm-up, when the
     settings ask for it); a line per micro-batch of each update."""
-    from trainer_svc.format_warmup import WarmupPlan
     from trainer_svc.resume import load_or_restore
 
     return load_or_restore(settings.run.run_dir, model_dir, settings.trainer, on_micro_batch=update_progress_line(say),
-                           warmup=WarmupPlan.from_settings(settings), say=say)
+                           warmup=parts.warmup_plan(settings), say=say)
 
 
 def say_loaded(settings: Settings, loaded: LoadedPolicy, engine: InProcessEngine, say: Say) -> None:

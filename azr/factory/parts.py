@@ -25,6 +25,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -46,6 +47,9 @@ from services.ports import (
 )
 from services.settings import Settings
 from services.store import SqlTripletStore
+
+if TYPE_CHECKING:
+    from trainer_svc.format_warmup import WarmupPlan
 
 Say = Callable[[str], None]
 
@@ -208,6 +212,19 @@ def self_play(settings: Settings, closers: ExitStack, *, store: StepStore, execu
     loop = SelfPlayLoop(run_id=run.run_id, step_runner=runner, store=store, metrics=metrics, options=options,
                         updater=updater, versions=versions, progress=say, evaluation=evaluation, on_step=on_step)
     return SelfPlay(step_runner=runner, loop=loop)
+
+
+def warmup_plan(settings: Settings, *, per_type: int | None = None, epochs: int | None = None) -> WarmupPlan:
+    """What the format warm-up reads of the run's sections; `per_type` / `epochs` given (`azr warmup`'s options)
+    replace the LoRA section's `format_warmup_per_type` / `format_warmup_epochs`."""
+    from trainer_svc.format_warmup import WarmupPlan
+
+    rollout, lora = settings.rollout, settings.trainer.lora
+    return WarmupPlan(seed_files=list(rollout.seed_files), references_k=rollout.references_k,
+                      induction_inputs=rollout.induction_inputs, max_prompt_tokens=rollout.max_prompt_tokens,
+                      seed=settings.run.seed, model=settings.inference.model,
+                      per_type=lora.format_warmup_per_type if per_type is None else per_type,
+                      epochs=lora.format_warmup_epochs if epochs is None else epochs)
 
 
 def import_seed_files(settings: Settings, store: TripletStore, executor: CodeExecutor, say: Say) -> None:

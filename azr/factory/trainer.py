@@ -86,7 +86,6 @@ def open_trainer(settings: Settings, *, consumer: str, push: bool, say: Say) -> 
     from services.compute.torch_threads import configure_torch_threads
     from services.inference.causal_lm import silence_weight_progress_bars
     from trainer_svc.distributed_env import join_torchrun_job
-    from trainer_svc.format_warmup import WarmupPlan
     from trainer_svc.resume import load_or_restore
 
     configure_torch_threads(settings.run.torch_threads, executor_workers=0)  # the trainer runs no sandbox workers
@@ -94,7 +93,7 @@ def open_trainer(settings: Settings, *, consumer: str, push: bool, say: Say) -> 
     model_dir = resolved_model(settings, ranks)
     silence_weight_progress_bars()  # a bf16 export after every update: no library bar in the trainer's log
     loaded = load_or_restore(settings.run.run_dir, model_dir, settings.trainer, ranks,
-                             warmup=WarmupPlan.from_settings(settings))
+                             warmup=parts.warmup_plan(settings))
     if ranks is not None and not ranks.is_main:
         return FollowerRank(settings=settings, loaded=loaded, closers=ExitStack())
     with ExitStack() as closers:

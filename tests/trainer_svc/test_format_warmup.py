@@ -11,12 +11,12 @@ import torch
 from typer.testing import CliRunner
 
 from azr.cli.main import app
+from azr.factory.parts import warmup_plan
 from services.algorithm.warmup_examples import warmup_examples
 from services.inference.chat_codec import PromptCodec
 from services.settings import Settings
 from services.settings.profiles import PACKAGED_SEED_FILES
 from trainer_svc.format_warmup import (
-    WarmupPlan,
     WarmupSettings,
     encode_examples,
     response_nll,
@@ -87,7 +87,7 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
     from trainer_svc.resume import load_or_restore
 
     switched = settings(format_warmup_per_type=1, format_warmup_epochs=1, references_k=2)
-    loaded = load_or_restore(tmp_path / "run", tiny_dir, switched.trainer, warmup=WarmupPlan.from_settings(switched),
+    loaded = load_or_restore(tmp_path / "run", tiny_dir, switched.trainer, warmup=warmup_plan(switched),
                              say=lambda _: None)
     assert loaded.restored, "the warmed-up adapters are pushed to the engines before step 1"
     assert snapshot_metadata(tmp_path / "run" / SNAPSHOT_FILE)["origin"] == "format-warmup"
@@ -96,7 +96,7 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
 
     said: list[str] = []
     again = load_or_restore(tmp_path / "run", tiny_dir, switched.trainer,  # stopped before a checkpoint
-                            warmup=WarmupPlan.from_settings(switched), say=said.append)
+                            warmup=warmup_plan(switched), say=said.append)
     assert any("the adapters of" in line for line in said) and not any("response NLL" in line for line in said)
     for (name, first), (_, second) in zip(loaded.trainer.model.named_parameters(),
                                           again.trainer.model.named_parameters()):
@@ -104,6 +104,6 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
 
     unswitched = settings()
     plain = load_or_restore(tmp_path / "plain", tiny_dir, unswitched.trainer,
-                            warmup=WarmupPlan.from_settings(unswitched), say=lambda _: None)
+                            warmup=warmup_plan(unswitched), say=lambda _: None)
     assert not plain.restored and not (tmp_path / "plain" / SNAPSHOT_FILE).exists()
     assert all(p.abs().sum() == 0 for n, p in plain.trainer.model.named_parameters() if "lora_B" in n)
