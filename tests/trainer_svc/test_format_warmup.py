@@ -42,7 +42,7 @@ def test_the_pass_lowers_the_response_nll_and_trains_only_the_adapters(tiny_dir:
     base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
     with torch.no_grad():
         before = [float(response_nll(model, e)) for e in encoded]
-    report = run_warmup(model, encoded, WarmupSettings(learning_rate=5e-3, epochs=8))
+    report = run_warmup(model, encoded, WarmupSettings(learning_rate=5e-3, epochs=8, examples_per_step=3))
     with torch.no_grad():
         after = [float(response_nll(model, e)) for e in encoded]
     assert len(report.step_losses) == 8 and report.examples == 3
@@ -96,3 +96,22 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
     plain = load_or_restore(tmp_path / "plain", tiny_dir, settings(), say=lambda _: None)
     assert not plain.restored and not (tmp_path / "plain" / SNAPSHOT_FILE).exists()
     assert all(p.abs().sum() == 0 for n, p in plain.trainer.model.named_parameters() if "lora_B" in n)
+
+
+def test_the_cached_prompt_gives_the_full_forward_s_value(tiny_dir: Path) -> None:
+    from trainer_svc.format_warmup import EncodedExample
+
+    torch.manual_seed(1)
+    model, _ = load_model_and_tokenizer(tiny_dir)
+    model = add_adapters(model, settings(), tiny_dir)
+    with torch.no_grad():
+        for parameter in (p for n, p in model.named_parameters() if "lora_B" in n):
+            parameter.normal_(0, 0.05)  # adapters that change the output
+    example = EncodedExample(prompt_ids=list(range(5, 45)), response_ids=[7, 9, 11, 13, 2])
+    full = model(input_ids=torch.tensor([example.prompt_ids + example.response_ids])).logits[0].float()
+    expected = torch.nn.functional.cross_entropy(full[len(example.prompt_ids) - 1:-1],
+                                                 torch.tensor(example.response_ids))
+    cached = response_nll(model, example)
+    torch.testing.assert_close(cached, expected, rtol=1e-5, atol=1e-5)
+    cached.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in model.named_parameters() if "lora_" in n)
