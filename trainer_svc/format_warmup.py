@@ -118,6 +118,7 @@ def response_nll(model: nn.Module, example: EncodedExample) -> torch.Tensor:
     values (a format warm-up teaches the response; on a 1,400-token prompt with a 250-token response this halves
     the pass, backward included, and never builds the prompt's [tokens, vocabulary] logits)."""
     from services.inference.causal_lm import hf_model
+    from trainer_svc.activation_checkpointing import activations_kept
 
     causal = hf_model(model)
     prompt, response = example.prompt_ids, example.response_ids
@@ -125,8 +126,9 @@ def response_nll(model: nn.Module, example: EncodedExample) -> torch.Tensor:
     if len(prompt) > 1:
         with torch.no_grad():
             cache = causal.model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True).cache
-    hidden = causal.model(input_ids=torch.tensor([prompt[-1:] + response[:-1]]), cache=cache,
-                          use_cache=cache is not None).last_hidden_state[0]
+    with activations_kept():  # the response's activations are few; a recomputation would extend the cache again
+        hidden = causal.model(input_ids=torch.tensor([prompt[-1:] + response[:-1]]), cache=cache,
+                              use_cache=cache is not None).last_hidden_state[0]
     logits = causal.lm_head(hidden).float()
     return torch.nn.functional.cross_entropy(logits, torch.tensor(response))
 
