@@ -15,7 +15,9 @@ micro-batch (tests/trainer_svc/test_fsdp_update.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -32,9 +34,24 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     return layers
 
 
+_kept = threading.local()
+
+
+@contextmanager
+def activations_kept() -> Iterator[None]:
+    """Checkpointed layers keep their activations inside this block (this thread): a forward that extends a
+    key/value cache cannot be recomputed, since the recomputation would extend the cache a second time."""
+    before = getattr(_kept, "on", False)
+    _kept.on = True
+    try:
+        yield
+    finally:
+        _kept.on = before
+
+
 def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
-        if not torch.is_grad_enabled():  # logprob recomputation and inference: nothing to save memory on
+        if not torch.is_grad_enabled() or getattr(_kept, "on", False):  # inference, or a cached forward: as is
             return forward(*args, **kwargs)
         return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 

@@ -20,6 +20,7 @@ from azr.cli.exit_codes import EXIT_FAILURE
 from azr.cli.parse_cmd import parse
 from azr.cli.plot_cmd import plot
 from azr.cli.run_cmd import run
+from azr.cli.samples_cmd import samples
 from azr.cli.seeds_cmd import seeds_app
 from azr.cli.serve_cmd import serve_app
 from azr.cli.trainer_cmd import trainer
@@ -57,6 +58,7 @@ app.add_typer(worker_app, name="worker")
 app.add_typer(serve_app, name="serve")
 app.command("trainer")(trainer)
 app.command("warmup")(warmup)
+app.command("samples")(samples)
 app.add_typer(db_app, name="db")
 app.add_typer(seeds_app, name="seeds")
 app.add_typer(eval_app, name="eval")

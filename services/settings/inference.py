@@ -48,10 +48,11 @@ class InferenceSettings(SettingsSection):
     `sglang_resume_aborted` off)."""
     local_engine: Literal["auto", "torch", "llama-cpp"] = "torch"
     """Which in-process engine generates (`inference_backend = local`): `llama-cpp` (llama.cpp's quantized CPU
-    kernels through llama-cpp-python, services/inference/llama_cpp_engine.py: a step's generation several times
-    faster on 2 cores, docs/benchmarks.md), `torch` (transformers, services/inference/local_engine.py: CUDA, and the
-    fallback), or `auto`: llama.cpp on a CPU where llama-cpp-python is installed (`make engine`), else torch, saying
-    why. Not in the paper (its engine is vLLM on GPUs). The embedded profile defaults to `auto`."""
+    kernels through llama-cpp-python, services/inference/llama_cpp_engine.py: the released 4-bit weights, 0.012
+    nats per token from the trainer's float32 against the int8 torch engine's 0.12; docs/embedded-run.md), `torch`
+    (transformers, services/inference/local_engine.py: CUDA, and the fallback), or `auto`: llama.cpp on a CPU
+    where llama-cpp-python is installed (`make engine`), else torch, saying why. Not in the paper (its engine is
+    vLLM on GPUs). The embedded profile defaults to `auto`."""
     local_engine_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Weights dtype of the local engine (generation only; the trainer keeps float32 weights and recomputes π_old, so
     the loss does not depend on it): `auto` = bfloat16 on CUDA and on CPUs with native bf16 (AVX512-BF16/AMX: ~2.2x

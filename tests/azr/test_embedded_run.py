@@ -122,3 +122,17 @@ def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, shared_dir: Path
     assert final[-1]["policy_version"] == len(steps)
     assert final[-1]["policy_version_after"] == len(steps) + 1
     assert_in_tensorboard(run_dir, final)  # each session added its file; the steps continue across them
+
+    # The record's samples page reads the same store: verbatim responses of the first and last steps, the tasks.
+    from typer.testing import CliRunner
+
+    from azr.cli.main import app
+
+    page = CliRunner().invoke(app, ["samples", str(run_dir), "--window", "1", "--per-role", "2",
+                                    "--out", str(tmp_path / "samples.md")])
+    assert page.exit_code == 0, page.output
+    text = (tmp_path / "samples.md").read_text()
+    for role in ("propose", "solve"):
+        assert f"## {role} responses from the first 1 steps (2 shown)" in text
+        assert f"## {role} responses from the last 1 steps (2 shown)" in text
+    assert "## Self-proposed tasks in the buffers:" in text and "~~~~" in text

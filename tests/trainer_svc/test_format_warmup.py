@@ -49,7 +49,7 @@ def test_the_pass_lowers_the_response_nll_and_trains_only_the_adapters(tiny_dir:
     base = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
     with torch.no_grad():
         before = [float(response_nll(model, e)) for e in encoded]
-    report = run_warmup(model, encoded, WarmupSettings(learning_rate=5e-3, epochs=8))
+    report = run_warmup(model, encoded, WarmupSettings(learning_rate=5e-3, epochs=8, examples_per_step=3))
     with torch.no_grad():
         after = [float(response_nll(model, e)) for e in encoded]
     assert len(report.step_losses) == 8 and report.examples == 3
@@ -107,3 +107,31 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
                             warmup=warmup_plan(unswitched), say=lambda _: None)
     assert not plain.restored and not (tmp_path / "plain" / SNAPSHOT_FILE).exists()
     assert all(p.abs().sum() == 0 for n, p in plain.trainer.model.named_parameters() if "lora_B" in n)
+
+
+def test_the_cached_prompt_gives_the_full_forward_s_value(tiny_dir: Path) -> None:
+    from trainer_svc.format_warmup import EncodedExample
+
+    torch.manual_seed(1)
+    model, _ = load_model_and_tokenizer(tiny_dir)
+    model = add_adapters(model, settings().trainer.lora, tiny_dir)
+    with torch.no_grad():
+        for parameter in (p for n, p in model.named_parameters() if "lora_B" in n):
+            parameter.normal_(0, 0.05)  # adapters that change the output
+    example = EncodedExample(prompt_ids=list(range(5, 45)), response_ids=[7, 9, 11, 13, 2])
+    full = model(input_ids=torch.tensor([example.prompt_ids + example.response_ids])).logits[0].float()
+    expected = torch.nn.functional.cross_entropy(full[len(example.prompt_ids) - 1:-1],
+                                                 torch.tensor(example.response_ids))
+    cached = response_nll(model, example)
+    torch.testing.assert_close(cached, expected, rtol=1e-5, atol=1e-5)
+    cached.backward()
+    gradients = {n: p.grad.clone() for n, p in model.named_parameters() if "lora_" in n and p.grad is not None}
+    assert gradients and any(g.abs().sum() > 0 for g in gradients.values())
+
+    from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
+
+    checkpoint_decoder_layers(model)  # the run's trainer checkpoints its layers: the cached forward must still work
+    model.zero_grad(set_to_none=True)
+    response_nll(model, example).backward()
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, gradient, rtol=1e-4, atol=1e-6)
