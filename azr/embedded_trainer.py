@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, InferenceEngine, PolicyVersionBoard, StepStore
 from services.records import Episode
+from services.records.updates import StepUpdate
 from services.settings import RolloutSettings, TrainerSettings
 from trainer_svc.resume import LoadedPolicy
 from trainer_svc.service import TrainerService
@@ -55,7 +55,7 @@ class InProcessTrainer:
         """The engine and the board take the trainer's version (after a restore: its checkpoint's bf16 weights)."""
         self.service.start()
 
-    def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
+    def update_on(self, episodes: Sequence[Episode], step: int) -> StepUpdate:
         """Train on the step's episodes (read back from the queue, with any redelivery of earlier ones), push, and
         commit when a full checkpoint is due. Returns the update's report with `policy_version` after it."""
         counters = self.service.counters
@@ -66,15 +66,13 @@ class InProcessTrainer:
             trained = self.service.train_on({episode.id for episode in episodes})
         except RuntimeError as error:
             raise RuntimeError(f"step {step}: {error}") from None
-        report: dict[str, Any] = {"duplicates_skipped": counters.duplicates_skipped - duplicates_before}
+        duplicates = counters.duplicates_skipped - duplicates_before
         applied = self.service.last_applied
-        if trained is not None and applied is not None:
-            report.update(applied.report.model_dump(exclude={"groups"}))
-            report["weights"] = str(applied.weights)
-            if applied.checkpoint is not None:
-                report["checkpoint"] = str(applied.checkpoint)
-        report["policy_version"] = self.policy_version
-        return report
+        if trained is None or applied is None:
+            return StepUpdate(policy_version=self.policy_version, duplicates_skipped=duplicates)
+        return StepUpdate(policy_version=self.policy_version, duplicates_skipped=duplicates, report=applied.report,
+                          weights=str(applied.weights),
+                          checkpoint=str(applied.checkpoint) if applied.checkpoint is not None else None)
 
     def finish(self) -> str | None:
         """End of the session: write the full checkpoint of the updates since the last one (if any); its path."""
@@ -112,5 +110,5 @@ def replay_uncommitted_steps(store: StepStore, run_id: str, trainer: InProcessTr
         queue.publish(episodes)
         report = trainer.update_on(episodes, step)
         log.info("replayed step %d: %d episodes, now policy version %s", step, len(episodes),
-                 report["policy_version"])
+                 report.policy_version)
     return steps

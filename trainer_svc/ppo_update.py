@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 from torch import nn
@@ -36,6 +36,7 @@ from services.algorithm.objectives import (
 )
 from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
+from services.records.updates import GroupStats, UpdateReport
 from services.settings import TrainerSettings
 from trainer_svc.batching import (
     MicroBatch,
@@ -51,7 +52,6 @@ from trainer_svc.policy_forward import autocast_for, bf16_autocast, logprobs_and
 from trainer_svc.policy_loss import DEFAULT_POLICY_LOSS, PolicyLoss, trr_advantages
 from trainer_svc.rank_commands import UpdateCommand, announce
 from trainer_svc.rank_share import RankShare, rank_share, whole_batch
-from trainer_svc.report import GroupStats, UpdateReport
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,10 @@ class AccumulatedStats:
     mismatch_kl_sum: float = 0.0
     is_capped_tokens: int = 0  # response tokens whose truncated importance weight hit `behaviour_is_cap`
     is_weighted_tokens: int = 0  # response tokens that carried an importance weight (an engine log-prob)
+
+
+_NOT_SUMMED = ("tokens", "ratio_max")
+"""The AccumulatedStats that ranks do not add up: N is the whole batch's on every rank; the ratio's max is a max."""
 
 
 @dataclass(frozen=True)
@@ -181,18 +185,13 @@ def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf1
 
 def reduce_stats(stats: AccumulatedStats, ranks: RankInfo) -> AccumulatedStats:
     """The sums of every rank's share added up (``ratio_max``: the largest), as one process would have counted."""
-    sums = all_reduce_floats([stats.trained_tokens, stats.padded_tokens, stats.loss, stats.pg_loss, stats.entropy_sum,
-                              stats.clip_sum, stats.kl_sum, stats.mismatch_tokens, stats.mismatch_abs_sum,
-                              stats.mismatch_kl_sum, stats.is_capped_tokens, stats.is_weighted_tokens], ranks, "sum")
+    summed = [f for f in fields(AccumulatedStats) if f.name not in _NOT_SUMMED]
+    sums = all_reduce_floats([float(getattr(stats, f.name)) for f in summed], ranks, "sum")
     (ratio_max,) = all_reduce_floats([stats.ratio_max], ranks, "max")
-    (trained, padded, loss, pg_loss, entropy_sum, clip_sum, kl_sum, mismatch_tokens, mismatch_abs, mismatch_kl,
-     capped, weighted) = sums
-    return AccumulatedStats(tokens=stats.tokens, trained_tokens=round(trained), padded_tokens=round(padded),
-                            loss=loss, pg_loss=pg_loss,
-                            entropy_sum=entropy_sum, clip_sum=clip_sum, kl_sum=kl_sum, ratio_max=ratio_max,
-                            mismatch_tokens=round(mismatch_tokens), mismatch_abs_sum=mismatch_abs,
-                            mismatch_kl_sum=mismatch_kl, is_capped_tokens=round(capped),
-                            is_weighted_tokens=round(weighted))
+    reduced = replace(stats, ratio_max=ratio_max)
+    for field, total in zip(summed, sums, strict=True):
+        setattr(reduced, field.name, round(total) if field.type == "int" else total)
+    return reduced
 
 
 def group_stats(episodes: Sequence[Episode]) -> list[GroupStats]:

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from trainer_svc.report import UpdateReport
+from services.records.updates import UpdateReport
 
 UPDATE_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """One update: a fraction of a second (tiny model on CPU) to many minutes (7B, 6·64 sequences of 8k tokens)."""

@@ -23,11 +23,11 @@ from pathlib import Path
 from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, InferenceEngine, MetricSink, PolicyVersionBoard
 from services.records import Episode
+from services.records.updates import UpdateReport
 from services.settings import LoraSettings, RolloutSettings, TrainerSettings
 from trainer_svc.batch_pool import BatchPool
 from trainer_svc.batching import BatchError, check_episode
 from trainer_svc.prometheus_metrics import TrainerMetrics
-from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy
 from trainer_svc.server_sync import ServerSync
 from trainer_svc.staleness import is_stale

@@ -28,8 +28,8 @@ from pathlib import Path
 from services.json_types import JsonObject
 from services.ports import AppliedEpisodeLog, EpisodeQueue, PolicyVersionBoard
 from services.records import Episode
+from services.records.updates import UpdateReport
 from services.settings import TrainerSettings
-from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy, checkpoint_trainer
 from trainer_svc.server_sync import ServerSync
 from trainer_svc.weight_export import PushForm, export_weights

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from azr.factory import parts
 from azr.factory.process import CannotStart, Process
+from services.records.updates import UpdateReport
 from services.settings import Settings
 from trainer_svc.distributed_env import RankInfo
-from trainer_svc.report import UpdateReport
 from trainer_svc.resume import LoadedPolicy
 from trainer_svc.service import TrainerService
 

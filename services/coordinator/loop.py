@@ -174,8 +174,8 @@ class SelfPlayLoop:
             self.say(f"step {result.step}: training on {len(result.episodes)} episodes")
             began = time.perf_counter()
             report = self.updater.update_on(result.episodes, result.step)
-            self.policy_version = int(report["policy_version"])
-            line.update({f"train/{key}": value for key, value in report.items() if _is_scalar(value)})
+            self.policy_version = report.policy_version
+            line.update({f"train/{key}": value for key, value in report.metrics().items()})
             line["time/training"] = round(time.perf_counter() - began, 4)
         line["policy_version_after"] = self.policy_version
         if self.evaluation is not None and self.evaluation.due(result.step):
@@ -183,10 +183,6 @@ class SelfPlayLoop:
         self.metrics.append(line)
         self.store.record_step(self.run_id, result.step, self.policy_version, line)
         return line
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (int, float, str, bool)) or value is None
 
 
 def summarise(line: dict[str, Any]) -> str:

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from services.records import Episode
+from services.records.updates import StepUpdate
 
 
 class PolicyUpdater(Protocol):
     """The in-process trainer: one TRR++ update on a step's episodes, checkpoint, push; returns its report."""
 
-    def update_on(self, episodes: Sequence[Episode], step: int) -> dict[str, Any]:
-        """Returns at least `policy_version` (after the update); may add loss, timings, checkpoint path."""
+    def update_on(self, episodes: Sequence[Episode], step: int) -> StepUpdate:
+        """The policy version after the update, and the update's report, weights and checkpoint when one was made."""
 
 
 class StepEvaluation(Protocol):

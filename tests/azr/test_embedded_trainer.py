@@ -19,6 +19,7 @@ from services.inference.local_engine import LocalEngine
 from services.inference.tiny_model import tiny_model_dir
 from services.queues import InProcessAppliedEpisodeLog, InProcessEpisodeQueue, InProcessPolicyVersionBoard
 from services.records import Episode
+from services.records.updates import StepUpdate
 from services.settings import Settings
 from services.store import open_store
 from trainer_svc.checkpoints import list_checkpoints
@@ -68,12 +69,12 @@ class Session:
                                         board=self.board)
         self.trainer.start()
 
-    def step(self, step: int, episodes: list[Episode]) -> dict:
+    def step(self, step: int, episodes: list[Episode]) -> StepUpdate:
         self.store.record_episodes(episodes)
         self.queue.publish(episodes)
         report = self.trainer.update_on(episodes, step)
-        self.store.record_step(RUN, step, report["policy_version"] - 1,
-                               {"step": step, "policy_version_after": report["policy_version"]})
+        self.store.record_step(RUN, step, report.policy_version - 1,
+                               {"step": step, "policy_version_after": report.policy_version})
         return report
 
 
@@ -91,12 +92,12 @@ def test_episodes_are_acknowledged_and_marked_applied_only_with_their_full_check
     steps = {s: step_episodes(s) for s in (1, 2, 3)}
     for s in (1, 2):
         report = session.step(s, steps[s])
-        assert report["policy_version"] == s and session.engine.weight_version() == str(s)
-        assert "checkpoint" not in report and list_checkpoints(settings.run.run_dir) == []
+        assert report.policy_version == s and session.engine.weight_version() == str(s)
+        assert report.checkpoint is None and list_checkpoints(settings.run.run_dir) == []
         assert session.queue.pending() == 6 * s, "not in a full checkpoint yet: not acknowledged"
         assert not any(session.applied.was_applied(e) for e in steps[s]), "nor marked applied"
     report = session.step(3, steps[3])
-    assert report["checkpoint"].endswith("v000003") and session.queue.pending() == 0
+    assert report.checkpoint.endswith("v000003") and session.queue.pending() == 0
     assert all(session.applied.was_applied(e) for s in steps for e in steps[s])
 
 

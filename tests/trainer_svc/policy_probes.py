@@ -6,10 +6,10 @@ import torch
 from trainer_episodes import rewarded_pair
 
 from services.records import Episode
+from services.records.updates import UpdateReport
 from trainer_svc.batching import collate
 from trainer_svc.policy_forward import logprobs_and_entropy
 from trainer_svc.ppo_update import PolicyTrainer
-from trainer_svc.report import UpdateReport
 
 
 def sequence_logprob(trainer: PolicyTrainer, ep: Episode) -> float:

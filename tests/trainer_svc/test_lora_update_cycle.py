@@ -19,6 +19,7 @@ from services.algorithm.task_types import TASK_GROUPS
 from services.inference.local_engine import LocalEngine
 from services.queues import InProcessAppliedEpisodeLog, InProcessEpisodeQueue, InProcessPolicyVersionBoard
 from services.records import Episode
+from services.records.updates import StepUpdate
 from services.settings import Settings
 from services.store import open_store
 from trainer_svc.checkpoints import list_checkpoints
@@ -76,12 +77,12 @@ class Session:
                                         engines=[self.engine], board=self.board)
         self.trainer.start()
 
-    def step(self, step: int, episodes: list[Episode]) -> dict:
+    def step(self, step: int, episodes: list[Episode]) -> StepUpdate:
         self.store.record_episodes(episodes)
         self.queue.publish(episodes)
         report = self.trainer.update_on(episodes, step)
-        self.store.record_step(RUN, step, report["policy_version"] - 1,
-                               {"step": step, "policy_version_after": report["policy_version"]})
+        self.store.record_step(RUN, step, report.policy_version - 1,
+                               {"step": step, "policy_version_after": report.policy_version})
         return report
 
 
@@ -98,7 +99,7 @@ def test_lora_through_the_embedded_update_cycle_pushes_merged_weights_and_resume
     served: dict[int, list[float]] = {}
     for s in (1, 2, 3):
         report = first.step(s, steps[s])
-        assert report["policy_version"] == s and first.engine.weight_version() == str(s)
+        assert report.policy_version == s and first.engine.weight_version() == str(s)
         assert first.engine.model_info()["model_path"] == str(settings.run.run_dir / "weights" / f"v{s:06d}")
         served[s] = first.engine.forward_logprobs(probe.prompt_ids, probe.response_ids)
     assert served[1] != pytest.approx(base_lp, abs=1e-6), "the engine must serve the adapted policy"

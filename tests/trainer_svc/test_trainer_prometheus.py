@@ -27,9 +27,9 @@ from services.queues import (
     InProcessPolicyVersionBoard,
     RedisEpisodeQueue,
 )
+from services.records.updates import UpdateReport
 from services.settings import Settings
 from trainer_svc.prometheus_metrics import TrainerMetrics
-from trainer_svc.report import UpdateReport
 from trainer_svc.resume import fresh_trainer
 from trainer_svc.service import TrainerService
 

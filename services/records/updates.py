@@ -1,4 +1,5 @@
-"""What one trainer update reports (logged as JSON, returned to the service loop and the CLI)."""
+"""What one trainer update reports (`UpdateReport`: logged as JSON, returned to the service loop and the CLI), and
+what the self-play loop's in-process trainer returns for a step (`StepUpdate`, `PolicyUpdater.update_on`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pydantic import BaseModel, Field
 UPDATE_REPORT_SCHEMA_VERSION = 4
 """Bumped whenever UpdateReport's fields change (2: engine/trainer log-prob mismatch; 3: signal, trained episodes
 and optimizer steps; 4: the share of importance weights at their cap)."""
+
+MetricValue = int | float | str | bool | None
+"""One value of a step's metrics line (JSON scalars)."""
 
 
 class GroupStats(BaseModel):
@@ -58,3 +62,25 @@ class UpdateReport(BaseModel):
         0, description="episodes forwarded and backpropagated: all, or with entropy 0 only the signal_episodes")
     optimizer_steps: int = Field(
         0, description="AdamW steps made: ppo_epochs, or 0 for a batch skipped by skip_zero_advantage_batches")
+
+
+class StepUpdate(BaseModel):
+    """What the in-process trainer did with one step's episodes (`PolicyUpdater.update_on`)."""
+
+    policy_version: int = Field(description="the policy version after the update (unchanged when none was made)")
+    duplicates_skipped: int = Field(0, description="episodes of this call already trained on (redelivered)")
+    report: UpdateReport | None = Field(None, description="the update's report; None when nothing was trained")
+    weights: str | None = Field(None, description="where the update's weights were pushed from")
+    checkpoint: str | None = Field(None, description="the full checkpoint written with this update, if one was due")
+
+    def metrics(self) -> dict[str, MetricValue]:
+        """The flat scalars of the step's `train/...` metrics: the duplicates, the report's fields (its groups
+        apart), the weights and checkpoint paths, with `policy_version` the version after the update."""
+        line: dict[str, MetricValue] = {"duplicates_skipped": self.duplicates_skipped}
+        if self.report is not None:
+            line.update(self.report.model_dump(exclude={"groups"}))
+            line["weights"] = self.weights
+            if self.checkpoint is not None:
+                line["checkpoint"] = self.checkpoint
+        line["policy_version"] = self.policy_version
+        return line
