@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from services.algorithm.objectives import group_index
+from services.algorithm.policy_objective import group_index
 from services.records import Episode
 
 

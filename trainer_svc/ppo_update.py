@@ -1,5 +1,6 @@
-"""One TRR++ PPO update: advantages per group (Eq 8), PPO-clip token-mean loss (Eq 9) with an entropy bonus,
-gradient accumulation over micro-batches, grad-norm clip, one AdamW step per PPO epoch.
+"""One TRR++ PPO update: advantages per group (Eq 8), PPO-clip token-mean loss (Eq 9) with an entropy bonus (both
+services/algorithm/policy_objective.py: the loop calls `policy_loss_terms` per micro-batch), gradient accumulation
+over micro-batches, grad-norm clip, one AdamW step per PPO epoch.
 
 π_old of the PPO ratio is recomputed by the policy (as the authors' veRL trainer does before its update): the first
 epoch's log-probs under the current weights, detached (the value a no-grad pass with the same weights gives, without
@@ -27,12 +28,13 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import nn
 
-from services.algorithm.objectives import (
+from services.algorithm.policy_objective import (
+    DEFAULT_POLICY_LOSS,
     LOG_RATIO_CLAMP,
-    broadcast_to_tokens,
-    ppo_clip_loss,
-    truncated_importance_weights,
-    weighted_token_sum,
+    PolicyLoss,
+    PolicyLossTerms,
+    policy_loss_terms,
+    trr_advantages,
 )
 from services.algorithm.task_types import TASK_GROUPS
 from services.records import Episode
@@ -49,7 +51,6 @@ from trainer_svc.fsdp_wrap import grad_norm_value
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
 from trainer_svc.policy_forward import autocast_for, bf16_autocast, logprobs_and_entropy
-from trainer_svc.policy_loss import DEFAULT_POLICY_LOSS, PolicyLoss, trr_advantages
 from trainer_svc.rank_commands import UpdateCommand, announce
 from trainer_svc.rank_share import RankShare, rank_share, whole_batch
 
@@ -126,32 +127,14 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
             micro_batches[index] = replace(cpu_mb, old_logprobs=recomputed.cpu(),
                                            has_old_logprobs=torch.ones_like(cpu_mb.has_old_logprobs))
             mb = micro_batches[index].to(device)
-        advantages = broadcast_to_tokens(mb.advantages, mb.response_mask)
         row_weights = (torch.full((mb.rows,), 1.0 / max(token_count, 1)) if loss_weights is None
                        else loss_weights[cpu_mb.episode_index]).to(device)
-        token_weights = None
-        if policy_loss.behaviour_is_cap > 0:
-            token_weights = truncated_importance_weights(mb.old_logprobs, mb.behaviour_logprobs,
-                                                         mb.has_behaviour_logprobs.unsqueeze(1).expand_as(logprobs),
-                                                         policy_loss.behaviour_is_cap)
-            weighted = mb.response_mask & mb.has_behaviour_logprobs.unsqueeze(1)
-            stats.is_weighted_tokens += int(weighted.sum())
-            stats.is_capped_tokens += int((weighted & (token_weights >= policy_loss.behaviour_is_cap)).sum())
-        pg_loss, metrics = ppo_clip_loss(logprobs, mb.old_logprobs, advantages, mb.response_mask,
-                                         sequence_weights=row_weights, token_weights=token_weights,
-                                         **policy_loss.clip_arguments())
-        entropy_sum = torch.where(mb.response_mask, entropy, torch.zeros((), device=device)).sum()
-        loss = pg_loss - entropy_coef * weighted_token_sum(entropy, mb.response_mask, row_weights)
-        loss.backward()
-        n = metrics["tokens"]
-        stats.trained_tokens += int(n)
-        stats.padded_tokens += int(mb.input_ids.numel())
-        stats.loss += float(loss.detach())
-        stats.pg_loss += float(pg_loss.detach())
-        stats.entropy_sum += float(entropy_sum.detach())
-        stats.clip_sum += metrics["clip_fraction"] * n
-        stats.kl_sum += metrics["approx_kl"] * n
-        stats.ratio_max = max(stats.ratio_max, metrics["ratio_max"])
+        terms = policy_loss_terms(policy_loss, logprobs=logprobs, entropy=entropy, old_logprobs=mb.old_logprobs,
+                                  behaviour_logprobs=mb.behaviour_logprobs, has_behaviour=mb.has_behaviour_logprobs,
+                                  advantages=mb.advantages, response_mask=mb.response_mask,
+                                  sequence_weights=row_weights, entropy_coef=entropy_coef)
+        terms.loss.backward()
+        add_terms(stats, terms, padded_tokens=int(mb.input_ids.numel()))
         if on_micro_batch is not None:
             on_micro_batch(MicroBatchProgress(done=position + 1, total=len(share.indices),
                                               padded_tokens=stats.padded_tokens,
@@ -160,6 +143,21 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
         idle_pass(model, micro_batches[0], device=device, bf16=bf16, temperature=temperature,
                   chunk_tokens=chunk_tokens)
     return stats
+
+
+def add_terms(stats: AccumulatedStats, terms: PolicyLossTerms, *, padded_tokens: int) -> None:
+    """Add one micro-batch's loss terms and statistics to ``stats`` (token-weighted sums)."""
+    n = terms.tokens
+    stats.trained_tokens += n
+    stats.padded_tokens += padded_tokens
+    stats.loss += float(terms.loss.detach())
+    stats.pg_loss += float(terms.pg_loss.detach())
+    stats.entropy_sum += float(terms.entropy_sum.detach())
+    stats.clip_sum += terms.clip_fraction * n
+    stats.kl_sum += terms.approx_kl * n
+    stats.ratio_max = max(stats.ratio_max, terms.ratio_max)
+    stats.is_weighted_tokens += terms.importance_weighted_tokens
+    stats.is_capped_tokens += terms.importance_capped_tokens
 
 
 def add_mismatch(stats: AccumulatedStats, recomputed: torch.Tensor, mb: MicroBatch) -> None:

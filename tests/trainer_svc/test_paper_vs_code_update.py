@@ -12,11 +12,11 @@ import pytest
 import torch
 from trainer_episodes import episode, text_ids
 
+from services.algorithm.policy_objective import PolicyLoss
 from services.records import Episode
 from services.settings import Settings, load_settings
 from trainer_svc.batching import collate
 from trainer_svc.policy_forward import logprobs_and_entropy
-from trainer_svc.policy_loss import PolicyLoss
 from trainer_svc.ppo_update import PolicyTrainer, accumulate_gradients
 from trainer_svc.resume import fresh_trainer
 

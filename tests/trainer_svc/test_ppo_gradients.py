@@ -165,7 +165,7 @@ def test_staleness_filtered_episodes_and_report_fields(tiny_dir: Path, cpu_setti
 
 
 def test_trainer_entropy_matches_the_core_entropy(tiny_dir: Path, cpu_settings: Settings) -> None:
-    from services.algorithm.objectives import entropy_from_logits
+    from services.algorithm.policy_objective import entropy_from_logits
     from trainer_svc.policy_forward import response_logits
 
     trainer, tok = trainer_for(tiny_dir, cpu_settings)

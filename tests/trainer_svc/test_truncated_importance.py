@@ -11,10 +11,9 @@ import pytest
 import torch
 from trainer_episodes import six_group_batch
 
-from services.algorithm.objectives import ppo_clip_loss, truncated_importance_weights
+from services.algorithm.policy_objective import PolicyLoss, ppo_clip_loss, truncated_importance_weights
 from services.settings import Settings
 from trainer_svc.batching import collate
-from trainer_svc.policy_loss import PolicyLoss
 from trainer_svc.ppo_update import accumulate_gradients
 from trainer_svc.resume import fresh_trainer
 

@@ -1,4 +1,5 @@
-"""Tests for services/algorithm/objectives.py: every expected number below is worked out by hand in the comments."""
+"""Tests for services/algorithm/objectives.py and policy_objective.py: every expected number below is worked out by
+hand in the comments."""
 
 from __future__ import annotations
 
@@ -12,16 +13,18 @@ from hypothesis import strategies as st
 from services.algorithm.objectives import (
     FORMAT_ERROR_REWARD,
     WRONG_ANSWER_REWARD,
-    broadcast_to_tokens,
     composite_reward,
-    entropy_from_logits,
-    group_index,
     learnability_reward,
-    masked_mean,
-    ppo_clip_loss,
     propose_reward,
     solve_reward,
     solver_reward,
+)
+from services.algorithm.policy_objective import (
+    broadcast_to_tokens,
+    entropy_from_logits,
+    group_index,
+    masked_mean,
+    ppo_clip_loss,
     trr_plus_plus_advantages,
 )
 from services.algorithm.task_types import TASK_GROUPS, Role, TaskType

@@ -1,5 +1,6 @@
-"""The paper / released-code switches of services/algorithm/objectives.py (docs/paper-vs-code.md), each computed both
-ways on a 3-sample batch whose every expected number is worked out by hand in the comments."""
+"""The paper / released-code switches of services/algorithm/objectives.py and policy_objective.py
+(docs/paper-vs-code.md), each computed both ways on a 3-sample batch whose every expected number is worked out by
+hand in the comments."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import torch
 from services.algorithm.objectives import (
     RELEASED_CODE_UNLEARNABLE_REWARD,
     learnability_reward,
+    propose_reward,
+)
+from services.algorithm.policy_objective import (
     loss_aggregation_weights,
     ppo_clip_loss,
-    propose_reward,
     trr_plus_plus_advantages,
     trr_plus_plus_advantages_token_weighted,
     weighted_token_sum,
