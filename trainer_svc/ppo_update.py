@@ -290,16 +290,29 @@ class PolicyTrainer:
         if self.ranks is not None:
             stats = reduce_stats(stats, self.ranks)
             first_epoch = stats if s.ppo_epochs == 1 else reduce_stats(first_epoch, self.ranks)
-        mismatch_tokens = first_epoch.mismatch_tokens
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - started
         self.step += 1
+        report = self._report(episodes, stats=stats, first_epoch=first_epoch, grad_norm=grad_norm,
+                              micro_batches=len(micro_batches), signal_episodes=len(signal_rows), trained=trained,
+                              stale_dropped=stale_dropped, elapsed=elapsed)
+        log.info("update step=%d episodes=%d loss=%.4f grad_norm=%.3f tokens/s=%.1f", report.step, report.episodes,
+                 report.loss, report.grad_norm, report.tokens_per_s)
+        return report
+
+    def _report(self, episodes: Sequence[Episode], *, stats: AccumulatedStats, first_epoch: AccumulatedStats,
+                grad_norm: float, micro_batches: int, signal_episodes: int, trained: int, stale_dropped: int,
+                elapsed: float) -> UpdateReport:
+        """The update's report: the last epoch's loss and diagnostics (``stats``), the first epoch's engine/trainer
+        mismatch and importance weights (``first_epoch``), throughput and memory."""
+        s = self.settings
+        mismatch_tokens = first_epoch.mismatch_tokens
         memory, kind = peak_memory_mb(self.device)
         tokens = max(stats.trained_tokens, 1)  # the diagnostics' means cover the episodes that went through
-        report = UpdateReport(
+        return UpdateReport(
             step=self.step, policy_version=self.policy_version, episodes=len(episodes), stale_dropped=stale_dropped,
-            micro_batches=len(micro_batches), ppo_epochs=s.ppo_epochs, loss=stats.loss, pg_loss=stats.pg_loss,
+            micro_batches=micro_batches, ppo_epochs=s.ppo_epochs, loss=stats.loss, pg_loss=stats.pg_loss,
             entropy=stats.entropy_sum / tokens, clip_fraction=stats.clip_sum / tokens,
             approx_kl=stats.kl_sum / tokens, ratio_max=stats.ratio_max, grad_norm=grad_norm, tokens=stats.tokens,
             padded_tokens=stats.padded_tokens,
@@ -310,12 +323,9 @@ class PolicyTrainer:
             logprob_mismatch_kl=first_epoch.mismatch_kl_sum / mismatch_tokens if mismatch_tokens else None,
             is_capped_fraction=(first_epoch.is_capped_tokens / first_epoch.is_weighted_tokens
                                 if first_epoch.is_weighted_tokens else None),
-            signal_episodes=len(signal_rows), trained_episodes=trained,
+            signal_episodes=signal_episodes, trained_episodes=trained,
             optimizer_steps=s.ppo_epochs if micro_batches else 0,
         )
-        log.info("update step=%d episodes=%d loss=%.4f grad_norm=%.3f tokens/s=%.1f", report.step, report.episodes,
-                 report.loss, report.grad_norm, report.tokens_per_s)
-        return report
 
 
 def make_optimizer(model: nn.Module, settings: TrainerSettings) -> torch.optim.AdamW:

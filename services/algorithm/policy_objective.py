@@ -310,18 +310,9 @@ def ppo_clip_loss(
     over this call's unmasked tokens.
     """
     shape = logprobs.shape
-    if logprobs.dim() != 2 or any(t.shape != shape for t in (old_logprobs, advantages, response_mask)):
-        raise ValueError(
-            "logprobs, old_logprobs, advantages and response_mask must all be [B, T], got "
-            f"{[tuple(t.shape) for t in (logprobs, old_logprobs, advantages, response_mask)]}"
-        )
-    high = clip_ratio_low if clip_ratio_high is None else clip_ratio_high
-    if not 0.0 <= clip_ratio_low < 1.0 or high < 0.0:
-        raise ValueError(f"clip ratios must satisfy 0 <= low < 1 and high >= 0, got {clip_ratio_low} and {high}")
-    if clip_ratio_c != 0.0 and not clip_ratio_c > 1.0:
-        raise ValueError(f"clip_ratio_c must be 0 (off) or > 1, got {clip_ratio_c}")
-    if token_count is not None and sequence_weights is not None:
-        raise ValueError("give token_count or sequence_weights, not both")
+    high = _checked_clip_range(logprobs, old_logprobs, advantages, response_mask, clip_ratio_low=clip_ratio_low,
+                               clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+                               both_aggregations=token_count is not None and sequence_weights is not None)
     mask = response_mask.to(torch.bool)
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     old = old_logprobs.detach().to(logprobs.dtype)
@@ -351,16 +342,44 @@ def ppo_clip_loss(
         loss = torch.where(mask, per_token, zero).sum() / max(denom, 1.0)
 
     with torch.no_grad():
-        metrics = {
-            "clip_fraction": float(masked_mean((clipped > unclipped).to(logprobs.dtype), mask)),
-            "dual_clip_fraction": float(masked_mean(dual_clipped.to(logprobs.dtype), mask)),
-            "approx_kl": float(masked_mean(-log_ratio, mask)),
-            "approx_kl_k3": float(masked_mean(ratio - 1.0 - log_ratio, mask)),
-            "ratio_mean": float(masked_mean(ratio, mask)),
-            "ratio_max": float(ratio[mask].max()) if n_tokens else 1.0,
-            "tokens": float(n_tokens),
-        }
+        metrics = _ppo_statistics(clipped=clipped, unclipped=unclipped, dual_clipped=dual_clipped,
+                                  log_ratio=log_ratio, ratio=ratio, mask=mask, n_tokens=n_tokens)
     return loss, metrics
+
+
+def _checked_clip_range(*tensors: torch.Tensor, clip_ratio_low: float, clip_ratio_high: float | None,
+                        clip_ratio_c: float, both_aggregations: bool) -> float:
+    """ε_high of `ppo_clip_loss` (default ε_low), after checking its [B, T] inputs and its clip arguments."""
+    shape = tensors[0].shape
+    if tensors[0].dim() != 2 or any(t.shape != shape for t in tensors[1:]):
+        raise ValueError(
+            "logprobs, old_logprobs, advantages and response_mask must all be [B, T], got "
+            f"{[tuple(t.shape) for t in tensors]}"
+        )
+    high = clip_ratio_low if clip_ratio_high is None else clip_ratio_high
+    if not 0.0 <= clip_ratio_low < 1.0 or high < 0.0:
+        raise ValueError(f"clip ratios must satisfy 0 <= low < 1 and high >= 0, got {clip_ratio_low} and {high}")
+    if clip_ratio_c != 0.0 and not clip_ratio_c > 1.0:
+        raise ValueError(f"clip_ratio_c must be 0 (off) or > 1, got {clip_ratio_c}")
+    if both_aggregations:
+        raise ValueError("give token_count or sequence_weights, not both")
+    return high
+
+
+def _ppo_statistics(*, clipped: torch.Tensor, unclipped: torch.Tensor, dual_clipped: torch.Tensor,
+                    log_ratio: torch.Tensor, ratio: torch.Tensor, mask: torch.Tensor,
+                    n_tokens: int) -> dict[str, float]:
+    """The diagnostics of `ppo_clip_loss`, means over the unmasked tokens of its [B, T] terms (mask: bool [B, T])."""
+    dtype = log_ratio.dtype
+    return {
+        "clip_fraction": float(masked_mean((clipped > unclipped).to(dtype), mask)),
+        "dual_clip_fraction": float(masked_mean(dual_clipped.to(dtype), mask)),
+        "approx_kl": float(masked_mean(-log_ratio, mask)),
+        "approx_kl_k3": float(masked_mean(ratio - 1.0 - log_ratio, mask)),
+        "ratio_mean": float(masked_mean(ratio, mask)),
+        "ratio_max": float(ratio[mask].max()) if n_tokens else 1.0,
+        "tokens": float(n_tokens),
+    }
 
 
 def truncated_importance_weights(old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor,
