@@ -65,6 +65,14 @@ class StepResult:
     new_ids: dict[TaskType, list[str]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RewardedEpisodes:
+    """The reward phase's output: every task type's rewarded episodes and the step's metrics line so far."""
+
+    episodes: list[Episode]
+    metrics: dict[str, Any]
+
+
 def answer_of(entry: BufferEntry) -> str:
     """What a solver must produce for an entry, for answer diversity: deduction's output, abduction's input (both
     kept per buffer), induction's outputs joined."""
@@ -106,13 +114,13 @@ class SelfPlayStep:
         rounds = self._propose(round_, step, policy_version, rng, timer)
         self._validate(round_, rounds, step)
         self._solve(rounds, rng, timer)
-        episodes, metrics = self._reward(round_, rounds, step, policy_version, timer)
-        if min_version is not None and (behind := sorted({e.policy_version for e in episodes
+        rewarded = self._reward(round_, rounds, step, policy_version, timer)
+        if min_version is not None and (behind := sorted({e.policy_version for e in rewarded.episodes
                                                           if e.policy_version < min_version})):
             raise StaleRollouts(f"step {step}: rollouts from weight version(s) {behind}, older than {min_version}: "
                                 "an inference server has not been given the current weights yet")
-        metrics.update(self._publish(rounds, episodes, timer))
-        return StepResult(step=step, episodes=episodes, metrics=metrics,
+        metrics = {**rewarded.metrics, **self._publish(rounds, rewarded.episodes, timer)}
+        return StepResult(step=step, episodes=rewarded.episodes, metrics=metrics,
                           new_ids={t: rounds[t].new_ids for t in TaskType})
 
     # ------------------------------------------------------------------------------------------------------ phases
@@ -170,7 +178,7 @@ class SelfPlayStep:
             part.learn_checks, part.solve_checks = learn_checks[t], solve_checks[t]
 
     def _reward(self, round_: ProposalRound, rounds: dict[TaskType, TaskTypeRound], step: int,
-                policy_version: int, timer: PhaseTimer) -> tuple[list[Episode], dict[str, Any]]:
+                policy_version: int, timer: PhaseTimer) -> RewardedEpisodes:
         """Each task type's checks awaited and its episodes rewarded (Eq 4-6); the step's metrics line so far."""
         ids, k = EpisodeIds(run_id=self.run_id, step=step), self.config.solve_samples_per_task
         episodes: list[Episode] = []
@@ -183,7 +191,7 @@ class SelfPlayStep:
             part.answered = solve_episodes(ids, policy_version, self.config, t, part.batch_tasks(k), part.solved)
             episodes += part.proposed.episodes + part.answered.episodes
             metrics.update(part.metrics(round_.over_limit[t.value]))
-        return episodes, metrics
+        return RewardedEpisodes(episodes=episodes, metrics=metrics)
 
     def _publish(self, rounds: dict[TaskType, TaskTypeRound], episodes: list[Episode],
                  timer: PhaseTimer) -> dict[str, Any]:
