@@ -331,20 +331,25 @@ def ppo_clip_loss(
         if token_weights.shape != shape:
             raise ValueError(f"token_weights must be [B, T] like logprobs, got {tuple(token_weights.shape)}")
         per_token = per_token * token_weights.detach().to(logprobs.dtype)
-
     n_tokens = int(mask.sum())
-    if sequence_weights is not None:
-        loss = weighted_token_sum(per_token, mask, sequence_weights)
-    else:
-        denom = float(n_tokens) if token_count is None else float(token_count)
-        if denom < 0 or (token_count is not None and denom < n_tokens):
-            raise ValueError(f"token_count must be >= the unmasked tokens in this call ({n_tokens}), got {token_count}")
-        loss = torch.where(mask, per_token, zero).sum() / max(denom, 1.0)
-
+    loss = _aggregated(per_token, mask, n_tokens, token_count=token_count, sequence_weights=sequence_weights)
     with torch.no_grad():
         metrics = _ppo_statistics(clipped=clipped, unclipped=unclipped, dual_clipped=dual_clipped,
                                   log_ratio=log_ratio, ratio=ratio, mask=mask, n_tokens=n_tokens)
     return loss, metrics
+
+
+def _aggregated(per_token: torch.Tensor, mask: torch.Tensor, n_tokens: int, *, token_count: float | None,
+                sequence_weights: torch.Tensor | None) -> torch.Tensor:
+    """`ppo_clip_loss`'s token losses ℓ [B, T] (mask: bool [B, T], ``n_tokens`` of them) as one scalar: Σ_b w_b Σ_t ℓ
+    with ``sequence_weights`` w [B], else Σ ℓ / N with N = ``token_count`` or ``n_tokens``."""
+    if sequence_weights is not None:
+        return weighted_token_sum(per_token, mask, sequence_weights)
+    denom = float(n_tokens) if token_count is None else float(token_count)
+    if denom < 0 or (token_count is not None and denom < n_tokens):
+        raise ValueError(f"token_count must be >= the unmasked tokens in this call ({n_tokens}), got {token_count}")
+    zero = torch.zeros((), dtype=per_token.dtype, device=per_token.device)
+    return torch.where(mask, per_token, zero).sum() / max(denom, 1.0)
 
 
 def _checked_clip_range(*tensors: torch.Tensor, clip_ratio_low: float, clip_ratio_high: float | None,
