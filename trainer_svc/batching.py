@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-from services.algorithm.policy_objective import group_index
 from services.records import Episode
 
 
@@ -125,11 +124,6 @@ def collate(episodes: Sequence[Episode], advantages: torch.Tensor, indices: Sequ
         has_old_logprobs=torch.zeros(b, dtype=torch.bool), advantages=advantages[list(indices)].to(torch.float32),
         episode_index=torch.tensor(list(indices), dtype=torch.long),
     )
-
-
-def group_ids_of(episodes: Sequence[Episode]) -> torch.Tensor:
-    """[B] TRR++ group index (0..5) of each episode, from its (task type, role)."""
-    return torch.tensor([group_index(e.task_type, e.role) for e in episodes], dtype=torch.long)
 
 
 def build_micro_batches(episodes: Sequence[Episode], advantages: torch.Tensor, *, pad_id: int,
