@@ -163,11 +163,12 @@ class Settings(BaseSettings):
     leave (at least one) while one does, because torch's spinning threads beside busy workers run several times
     slower (docs/benchmarks.md, embedded profile); in other processes always the latter rule."""
     local_engine: Literal["auto", "torch", "llama-cpp"] = "torch"
-    """Which in-process engine generates (`inference_backend = local`): `llama-cpp` (llama.cpp's quantized CPU
-    kernels through llama-cpp-python, services/inference/llama_cpp_engine.py: the released 4-bit weights, 0.012
-    nats per token from the trainer's float32 against the int8 torch engine's 0.12; docs/embedded-run.md), `torch`
-    (transformers, services/inference/local_engine.py: CUDA, and the fallback), or `auto`: llama.cpp on a CPU where llama-cpp-python is installed (`make engine`), else torch, saying
-    why. Not in the paper (its engine is vLLM on GPUs). The embedded profile defaults to `auto`."""
+    """Which in-process engine generates (`inference_backend = local`): `llama-cpp` (llama.cpp's quantized CPU kernels
+    through llama-cpp-python, services/inference/llama_cpp_engine.py: the released 4-bit weights, 0.012 nats per token
+    from the trainer's float32 against the int8 torch engine's 0.12; docs/embedded-run.md), `torch` (transformers,
+    services/inference/local_engine.py: CUDA, and the fallback), or `auto`: llama.cpp on a CPU where llama-cpp-python is
+    installed (`make engine`), else torch, saying why. Not in the paper (its engine is vLLM on GPUs). The embedded
+    profile defaults to `auto`."""
     llama_cpp_base: Literal["release", "q8_0", "q4_0", "f16"] = "release"
     """How the llama.cpp engine holds the base model: `release` = the model's GGUF as shipped (Q4_K_M; the trainer's
     base is its exact dequantization, so the engine/trainer gap is the kernels' rounding only), or requantized once
