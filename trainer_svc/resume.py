@@ -119,7 +119,9 @@ def fresh_trainer(model_dir: Path, settings: Settings, ranks: RankInfo | None = 
         load_snapshot(trainer.model, settings.lora_init_adapter, rank=settings.lora_rank,
                       alpha=settings.lora_alpha)
         header = snapshot_metadata(settings.lora_init_adapter)
-        trainer.step, trainer.policy_version = header["step"], header["policy_version"]
+        # Version 0 is the base model, which every engine serves at start: adapters that are not the base's need
+        # another version, or the engines, already "at" version 0, would never take them.
+        trainer.step, trainer.policy_version = header["step"], max(1, header["policy_version"])
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir),
                         restored=settings.lora_init_adapter is not None)
 
@@ -172,7 +174,8 @@ def load_or_restore(run_dir: Path, model_dir: Path, settings: Settings, ranks: R
         else:
             warm_up(loaded.trainer.model, Path(model_dir), settings, snapshot,
                     per_type=settings.format_warmup_per_type, epochs=settings.format_warmup_epochs, say=say)
-        loaded.restored = True  # its adapters are not the base model's: pushed to the engines before step 1
+        loaded.restored = True  # its adapters are not the base model's: pushed to the engines before step 1,
+        loaded.trainer.policy_version = 1  # as version 1 (version 0, the base, is what the engines start with)
     return loaded
 
 
