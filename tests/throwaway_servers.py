@@ -191,6 +191,12 @@ class ExecutorWorkers:
         self.processes.append(process)
         return process
 
+    def registered(self, connection: Any) -> int:
+        """How many live RQ workers listen on this queue (a started worker registers once its imports are done)."""
+        from rq import Queue, Worker
+
+        return len(Worker.all(queue=Queue(self.queue, connection=connection)))
+
     def kill(self, process: subprocess.Popen[bytes]) -> None:
         """SIGKILL a worker and its sandbox children."""
         os.killpg(process.pid, signal.SIGKILL)

@@ -81,11 +81,15 @@ class WarmupReport:
 
     @property
     def first_loss(self) -> float:
-        return self.step_losses[0] if self.step_losses else math.nan
+        """Mean loss of the first third of the steps (each measured on examples before their own update)."""
+        third = max(1, len(self.step_losses) // 3)
+        return sum(self.step_losses[:third]) / third if self.step_losses else math.nan
 
     @property
     def last_loss(self) -> float:
-        return self.step_losses[-1] if self.step_losses else math.nan
+        """Mean loss of the last third of the steps: one example's loss varies more than the pass moves it."""
+        third = max(1, len(self.step_losses) // 3)
+        return sum(self.step_losses[-third:]) / third if self.step_losses else math.nan
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,8 @@ def warm_up(model: nn.Module, model_dir: Path, plan: WarmupPlan, trainer: Traine
     report = run_warmup(model, encoded, WarmupSettings(learning_rate=trainer.learning_rate, epochs=plan.epochs,
                                                        grad_clip=trainer.grad_clip), say=say)
     write_warmup_snapshot(model, out, model_name=plan.model, report=report)
-    say(f"format warm-up: response NLL {report.first_loss:.3f} -> {report.last_loss:.3f} nats/token in "
+    say(f"format warm-up: response NLL {report.first_loss:.3f} -> {report.last_loss:.3f} nats/token (first and last "
+        f"third of its steps) in "
         f"{report.seconds:.0f} s; adapters in {out}")
     return report
 

@@ -127,7 +127,9 @@ def fresh_trainer(model_dir: Path, settings: TrainerSettings, ranks: RankInfo | 
 
         load_snapshot(trainer.model, lora.lora_init_adapter, rank=lora.lora_rank, alpha=lora.lora_alpha)
         header = snapshot_metadata(lora.lora_init_adapter)
-        trainer.step, trainer.policy_version = header["step"], header["policy_version"]
+        # Version 0 is the base model, which every engine serves at start: adapters that are not the base's need
+        # another version, or the engines, already "at" version 0, would never take them.
+        trainer.step, trainer.policy_version = header["step"], max(1, header["policy_version"])
     return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir),
                         restored=lora.lora_init_adapter is not None)
 
@@ -184,7 +186,8 @@ def load_or_restore(run_dir: Path, model_dir: Path, settings: TrainerSettings, r
             say(f"format warm-up: the adapters of {snapshot}")
         else:
             warm_up(loaded.trainer.model, Path(model_dir), warmup, settings, snapshot, say=say)
-        loaded.restored = True  # its adapters are not the base model's: pushed to the engines before step 1
+        loaded.restored = True  # its adapters are not the base model's: pushed to the engines before step 1,
+        loaded.trainer.policy_version = 1  # as version 1 (version 0, the base, is what the engines start with)
     return loaded
 
 

@@ -34,6 +34,7 @@ def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, pol
     tensors = {key: value.to(torch.bfloat16).contiguous()
                for key, value in load_file(str(Path(checkpoint) / ADAPTER_WEIGHTS_FILE)).items()}
     config = json.loads((Path(checkpoint) / ADAPTER_CONFIG_FILE).read_text())
+    config["base_model_name_or_path"] = model  # the model's name, not this machine's path to it
     metadata = {"azr_snapshot_version": str(SNAPSHOT_VERSION), "adapter_config": json.dumps(config, sort_keys=True),
                 "model": model, "step": str(step), "policy_version": str(policy_version),
                 "checkpoint": Path(checkpoint).name, "origin": origin, "note": note}

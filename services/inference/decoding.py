@@ -176,6 +176,13 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     unfinished: FinishReason = "abort" if abort is not None and abort.is_set() else "length"
     for row in live:
         samples[row].finish_reason = unfinished if len(samples[row].output_ids) < spec.max_new_tokens else "length"
+    return with_texts(samples, spec, detokenize)
+
+
+def with_texts(samples: list[RawSample], spec: RowSpec, detokenize: Callable[[Sequence[int]], str]
+               ) -> list[RawSample]:
+    """Each sample's text: its tokens detokenized, cut before the stop string that ended it (a stop token's text is
+    not in the output either way)."""
     for sample in samples:
         text = detokenize(sample.output_ids)
         hit = first_stop(text, spec.stop) if sample.finish_reason == "stop" and isinstance(sample.matched, str) \

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from services.inference.decoding import DecodeProgress, FinishReason, RawSample, RowSpec, first_stop
+from services.inference.decoding import DecodeProgress, FinishReason, RawSample, RowSpec, first_stop, with_texts
 from services.inference.llama_cpp_runtime import LlamaContext, Token
 from services.inference.prefill import shared_prefix_plan
 from services.inference.sampling import choose_tokens
@@ -97,12 +97,7 @@ def decode_rows_llama(context_for: ContextFor, prompts: Sequence[Sequence[int]],
         _decode_wave(context, prompts, wave.prompts, spec, repeats=repeats, eos_ids=eos_ids, detokenize=detokenize,
                      generator=generator, samples=samples, abort=abort, on_step=on_step, threads=threads,
                      counted=counted)
-    for sample in samples:
-        text = detokenize(sample.output_ids)
-        hit = first_stop(text, spec.stop) if sample.finish_reason == "stop" and isinstance(sample.matched, str) \
-            else None
-        sample.text = text[:hit[0]] if hit else text
-    return samples
+    return with_texts(samples, spec, detokenize)
 
 
 @dataclass

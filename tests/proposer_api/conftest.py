@@ -87,6 +87,8 @@ def distributed_api(postgres_store: Any, executor_workers: ExecutorWorkers, redi
     try:
         with serve(app_settings, postgres_store, executor, extra_checks={"redis": redis_check(connection)}) as url:
             wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200, 60, "the executor workers registered", 0.2)
+            # /readyz needs one worker; tests that kill both mid-job need both listening, or one takes every job.
+            wait_for(lambda: executor_workers.registered(connection) == 2, 60, "both executor workers registered", 0.2)
             yield RunningApi(url, token, postgres_store, executor)
     finally:
         connection.close()

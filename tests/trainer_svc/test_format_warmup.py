@@ -60,6 +60,7 @@ def test_the_pass_lowers_the_response_nll_and_trains_only_the_adapters(tiny_dir:
     header = snapshot_metadata(target)
     assert header["origin"] == "format-warmup" and (header["step"], header["policy_version"]) == (0, 0)
     started = fresh_trainer(tiny_dir, settings(lora_init_adapter=target).trainer)
+    assert started.trainer.policy_version == 1 and started.trainer.step == 0  # not the base model's version 0
     with torch.no_grad():
         restored = [float(response_nll(started.trainer.model, e)) for e in encoded]
     assert started.restored
@@ -90,6 +91,7 @@ def test_a_new_run_with_the_switch_warms_up_before_its_first_step(tiny_dir: Path
     loaded = load_or_restore(tmp_path / "run", tiny_dir, switched.trainer, warmup=warmup_plan(switched),
                              say=lambda _: None)
     assert loaded.restored, "the warmed-up adapters are pushed to the engines before step 1"
+    assert loaded.trainer.policy_version == 1, "version 0 is the base model the engines start with"
     assert snapshot_metadata(tmp_path / "run" / SNAPSHOT_FILE)["origin"] == "format-warmup"
     assert len(rows(tmp_path / "run" / f"{SNAPSHOT_FILE}.examples.jsonl")) == 3
     assert any(p.abs().sum() > 0 for n, p in loaded.trainer.model.named_parameters() if "lora_B" in n)

@@ -43,6 +43,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
+from services.algorithm.parsing import read_response  # noqa: E402
 from services.algorithm.prompts import (  # noqa: E402
     ReferenceTriplet,
     induction_solver_prompt,
@@ -53,6 +54,7 @@ from services.algorithm.task_types import TaskType  # noqa: E402
 from services.inference.engine_choice import InProcessEngine, build_local_engine  # noqa: E402
 from services.inference.model_registry import resolve_model  # noqa: E402
 from services.ports import SamplingParams  # noqa: E402
+from services.reporting.response_reading import parse_kind, reading_row  # noqa: E402
 from services.settings import Settings  # noqa: E402
 
 SEEDS = ROOT.parent / "shared" / "data" / "azr_seeds"
@@ -147,7 +149,9 @@ def main() -> None:
                          "seed": batch_seed, "context": context,
                              "prompt_tokens": len(prompt), "text": completion.text,
                              "completion_tokens": len(completion.output_ids),
-                             "finish_reason": completion.finish_reason, "max_new_tokens": args.max_new_tokens})
+                             "finish_reason": completion.finish_reason, "max_new_tokens": args.max_new_tokens,
+                             # the reading under today's rules, pinned (tests/services/algorithm/test_model_text_corpus)
+                             "expected": reading_row(read_response(*parse_kind(kind), completion.text))})
             with args.out.open("a") as handle:
                 for row in rows:
                     handle.write(json.dumps(row) + "\n")

@@ -114,12 +114,12 @@ def test_a_bad_value_in_the_file_is_a_validation_error(tmp_path: Path) -> None:
         load_settings(write(tmp_path / "zero.toml", "batch_size = 0\n"))
 
 
-PRESET_DEPARTURES = {"learn-cpu": {"max_response_tokens"}}
+PRESET_DEPARTURES = {"learn-cpu": {"max_response_tokens"}, "selfplay-cpu": {"max_response_tokens", "local_engine"}}
 """Profile defaults a preset changes on purpose (each says why in its file)."""
 
 
 @pytest.mark.parametrize(("name", "profile"), [("embedded", "embedded"), ("distributed", "distributed"),
-                                              ("learn-cpu", "embedded")])
+                                              ("learn-cpu", "embedded"), ("selfplay-cpu", "embedded")])
 def test_the_example_files_load_and_validate(name: str, profile: str) -> None:
     path = REPO_ROOT / "configs" / f"{name}.toml"
     settings = load_settings(path)
@@ -182,3 +182,15 @@ def test_a_bad_value_names_its_source(tmp_path: Path) -> None:
     assert f"batch_size = 0 (from config file {config})" in from_file.output
     from_env = RUNNER.invoke(app, ["config", "show", "--config", str(config)], env={"AZR_BATCH_SIZE": "-3"})
     assert from_env.exit_code == 2 and "batch_size = '-3' (from environment variable AZR_BATCH_SIZE)" in from_env.output
+
+
+def test_the_self_play_preset_is_what_its_run_page_says() -> None:
+    settings = load_settings(REPO_ROOT / "configs" / "selfplay-cpu.toml")
+    inference, rollout, trainer = settings.inference, settings.rollout, settings.trainer
+    assert (inference.model, inference.local_engine, inference.llama_cpp_base) == ("qwen-coder-1.5b", "llama-cpp",
+                                                                                  "release")
+    assert (rollout.batch_size, rollout.learnability_samples, rollout.max_response_tokens) == (2, 4, 512)
+    assert (rollout.solve_samples_per_task, rollout.solver_wrong_answer_reward,
+            rollout.proposer_invalid_task_reward) == (2, -1.0, -0.5)  # the signal levers, on
+    assert (trainer.lora.format_warmup_per_type, trainer.lora.format_warmup_epochs) == (6, 1)  # the warm-up switch
+    assert (trainer.lora.lora_rank, trainer.learning_rate, trainer.entropy_coef) == (16, 1e-4, 0.0)
