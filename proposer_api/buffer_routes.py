@@ -17,7 +17,7 @@ from proposer_api.schemas import (
 from services.algorithm.task_types import TaskType
 from services.http.errors import documented
 from services.ports import BufferEntry, BufferStats, TripletStore
-from services.records import InductionTask, Triplet, TripletSource
+from services.records import Episode, InductionTask, Triplet, TripletSource
 
 
 def parse_buffer(name: str) -> TaskType:
@@ -26,6 +26,13 @@ def parse_buffer(name: str) -> TaskType:
         return TaskType(name)
     except ValueError:
         raise HTTPException(404, f"unknown buffer {name!r}; buffers: {', '.join(t.value for t in TaskType)}") from None
+
+
+def solve_attempt(episode: Episode) -> SolveAttempt:
+    """What the history of an entry shows of one solver episode on it."""
+    return SolveAttempt(episode_id=episode.id, run_id=episode.run_id, step=episode.step,
+                        policy_version=episode.policy_version, reward=episode.reward, exec_status=episode.exec_status,
+                        response_tokens=len(episode.response_ids), text=episode.text)
 
 
 def buffer_router(store: TripletStore) -> APIRouter:
@@ -81,11 +88,7 @@ def buffer_router(store: TripletStore) -> APIRouter:
         if await run_in_threadpool(store.get, task_type, entry_id) is None:
             raise HTTPException(404, f"no {task_type.value} entry with id {entry_id!r}")
         episodes, total = await run_in_threadpool(store.solve_history, task_type, entry_id, limit=limit, offset=offset)
-        attempts = [SolveAttempt(episode_id=episode.id, run_id=episode.run_id, step=episode.step,
-                                 policy_version=episode.policy_version, reward=episode.reward,
-                                 exec_status=episode.exec_status, response_tokens=len(episode.response_ids),
-                                 text=episode.text) for episode in episodes]
         return EntryHistory(buffer=task_type, entry_id=entry_id, total=total, limit=limit, offset=offset,
-                            attempts=attempts)
+                            attempts=[solve_attempt(episode) for episode in episodes])
 
     return router

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import torch
 
-from services.inference.prefill import PrefillProgress, prefill_batch
+from services.inference.prefill import PrefilledBatch, PrefillProgress, prefill_batch
 from services.inference.sampling import choose_tokens
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -115,26 +115,11 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     device = next(model.parameters()).device
     before = before_forward or (lambda: None)
     keyword = cache_keyword(model)
-
-    def report_prefill(progress: PrefillProgress) -> None:
-        assert on_step is not None
-        on_step(DecodeProgress(step=0, max_new_tokens=spec.max_new_tokens, rows=len(prompts), live=len(prompts),
-                               tokens=0, prefilled=progress.computed, prompt_width=progress.total))
-
-    prefilled = prefill_batch(lambda past, **inputs: _forward(model, keyword, past, **inputs), prompts,
-                              chunk_tokens=PREFILL_CHUNK_TOKENS if on_step is not None else 0,
-                              before_forward=before, on_progress=report_prefill if on_step is not None else None,
-                              cache_config=getattr(model, "config", None), device=device)
+    prefilled = _prefill_repeated(model, keyword, prompts, spec, repeats, before, on_step)
     past, logits, mask, positions = (prefilled.cache, prefilled.last_logits, prefilled.attention_mask,
                                      prefilled.positions)
-    if repeats > 1:
-        past.batch_repeat_interleave(repeats)
-        logits = logits.repeat_interleave(repeats, dim=0)
-        mask = mask.repeat_interleave(repeats, dim=0)
-        positions = positions.repeat_interleave(repeats, dim=0)
     samples = [RawSample() for _ in range(len(prompts) * repeats)]
-    live = list(range(len(samples)))  # sample index of each batch row
-    sampled = 0
+    live, sampled = list(range(len(samples))), 0  # the sample index of each batch row; tokens sampled so far
     step_positions = positions[:, -1:]
     # each step's chosen tokens, fed to the next step (step 0 has its logits already)
     tokens = torch.empty(0, dtype=torch.long, device=device)
@@ -147,18 +132,9 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
                                     position_ids=step_positions)
         row_generator = [generator[i] for i in live] if isinstance(generator, list) else generator
         tokens, logprobs = choose_tokens(logits.float(), spec.temperature, spec.top_p, spec.top_k, row_generator)
-        keep = []
         sampled += len(live)
-        for row, (token, logprob) in enumerate(zip(tokens.tolist(), logprobs.tolist())):
-            sample = samples[live[row]]
-            sample.output_ids.append(token)
-            sample.logprobs.append(logprob)
-            if token in eos_ids:
-                sample.finish_reason, sample.matched = "stop", token
-            elif spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
-                sample.finish_reason, sample.matched = "stop", hit[1]
-            else:
-                keep.append(row)
+        keep = _append_tokens([samples[i] for i in live], tokens.tolist(), logprobs.tolist(), spec, eos_ids,
+                              detokenize)
         if on_step is not None:
             last = step + 1 == spec.max_new_tokens  # rows still going now end at the length limit
             on_step(DecodeProgress(step=step + 1, max_new_tokens=spec.max_new_tokens, rows=len(samples),
@@ -177,6 +153,46 @@ def decode_rows(model: torch.nn.Module, prompts: Sequence[Sequence[int]], spec: 
     for row in live:
         samples[row].finish_reason = unfinished if len(samples[row].output_ids) < spec.max_new_tokens else "length"
     return with_texts(samples, spec, detokenize)
+
+
+def _prefill_repeated(model: torch.nn.Module, keyword: str, prompts: Sequence[Sequence[int]], spec: RowSpec,
+                      repeats: int, before: Callable[[], None],
+                      on_step: Callable[[DecodeProgress], None] | None) -> PrefilledBatch:
+    """Every prompt prefilled once, then its cache, logits, mask and positions copied to its ``repeats`` rows."""
+    device = next(model.parameters()).device
+
+    def report_prefill(progress: PrefillProgress) -> None:
+        assert on_step is not None
+        on_step(DecodeProgress(step=0, max_new_tokens=spec.max_new_tokens, rows=len(prompts), live=len(prompts),
+                               tokens=0, prefilled=progress.computed, prompt_width=progress.total))
+
+    prefilled = prefill_batch(lambda past, **inputs: _forward(model, keyword, past, **inputs), prompts,
+                              chunk_tokens=PREFILL_CHUNK_TOKENS if on_step is not None else 0,
+                              before_forward=before, on_progress=report_prefill if on_step is not None else None,
+                              cache_config=getattr(model, "config", None), device=device)
+    if repeats == 1:
+        return prefilled
+    prefilled.cache.batch_repeat_interleave(repeats)
+    return PrefilledBatch(cache=prefilled.cache, last_logits=prefilled.last_logits.repeat_interleave(repeats, dim=0),
+                          attention_mask=prefilled.attention_mask.repeat_interleave(repeats, dim=0),
+                          positions=prefilled.positions.repeat_interleave(repeats, dim=0))
+
+
+def _append_tokens(rows: list[RawSample], tokens: list[int], logprobs: list[float], spec: RowSpec, eos_ids: set[int],
+                   detokenize: Callable[[Sequence[int]], str]) -> list[int]:
+    """One step's chosen token (and its log-prob) onto each live row; the rows that go on (not stopped by an EOS
+    token or a stop string), by position in ``rows``."""
+    keep = []
+    for row, (sample, token, logprob) in enumerate(zip(rows, tokens, logprobs)):
+        sample.output_ids.append(token)
+        sample.logprobs.append(logprob)
+        if token in eos_ids:
+            sample.finish_reason, sample.matched = "stop", token
+        elif spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
+            sample.finish_reason, sample.matched = "stop", hit[1]
+        else:
+            keep.append(row)
+    return keep
 
 
 def with_texts(samples: list[RawSample], spec: RowSpec, detokenize: Callable[[Sequence[int]], str]
