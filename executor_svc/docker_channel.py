@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
+from services.json_types import JsonObject
 
 MAX_REPLY_BYTES = 256 << 20
 SEND_TIMEOUT_S = 30.0
@@ -97,10 +98,10 @@ class DockerWorkerChannel:
         except (OSError, ValueError) as exc:
             raise WorkerLost(self._why(f"cannot write to the container: {exc}")) from exc
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: JsonObject) -> None:
         self.send_bytes((json.dumps(message) + "\n").encode("ascii"))
 
-    def receive(self, timeout_s: float) -> dict[str, Any]:
+    def receive(self, timeout_s: float) -> JsonObject:
         deadline = time.monotonic() + timeout_s
         poller = select.poll()
         poller.register(self._raw, select.POLLIN)

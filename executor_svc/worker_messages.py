@@ -9,6 +9,7 @@ from typing import Any, Literal
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.worker import CallJob, RunRequest
 from services.execution import ExecStatus, ExecutionLimits
+from services.json_types import JsonObject
 
 Job = CallJob
 """One job of a `run` request, as worker.py's protocol defines it."""
@@ -65,7 +66,7 @@ def reply_timeout_s(limits: ExecutionLimits, jobs: int) -> float:
     return jobs * (limits.timeout_s + 1.0) + 5.0
 
 
-def read_results(reply: dict[str, Any], jobs: int, stop_on_failure: bool) -> list[JobResult]:
+def read_results(reply: JsonObject, jobs: int, stop_on_failure: bool) -> list[JobResult]:
     """The job results of a `run` reply, checked against what was asked."""
     raw = reply.get("results")
     if not isinstance(raw, list) or not raw or len(raw) > jobs:

@@ -12,9 +12,10 @@ from fastapi.concurrency import run_in_threadpool
 from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedProblem
 from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
 from services.http.errors import WRITE_STATUSES, documented
+from services.json_types import JsonObject
 from services.ports import CodeExecutor, TripletStore
 
-SEED_EXAMPLES: dict[str, Any] = {
+SEED_EXAMPLES: JsonObject = {
     "program": {"summary": "deduction + abduction", "value": {
         "kind": "program", "program": "def f(a, b):\n    return sorted(a)[::b]", "input": "[3, 1, 2], -1"}},
     "induction": {"summary": "induction", "value": {

@@ -35,6 +35,7 @@ from torch import nn
 
 from services.compute.process_memory import release_free_memory
 from services.inference.causal_lm import hf_model
+from services.json_types import JsonObject
 from trainer_svc.checkpoints import checkpoint_name
 from trainer_svc.lora import has_adapters, merged_state_dict, save_adapters
 
@@ -129,7 +130,7 @@ def _prune(run_dir: Path, policy_version: int) -> None:
 def _mark_dtype(config_path: Path) -> None:
     """Say bf16 in config.json (`dtype`, and `torch_dtype` where an older transformers wrote it), so a server that
     takes the dtype from the config (SGLang's `--dtype auto`) serves what was written."""
-    config: dict[str, Any] = json.loads(config_path.read_text())
+    config: JsonObject = json.loads(config_path.read_text())
     config["dtype"] = "bfloat16"
     if "torch_dtype" in config:
         config["torch_dtype"] = "bfloat16"

@@ -49,6 +49,7 @@ from services.inference.sglang_schemas import (
     UpdateWeightsFromDiskResponse,
     WireSamplingParams,
 )
+from services.json_types import JsonObject
 from services.ports import InferenceError, SamplingParams
 
 HEALTH_SAMPLING = SamplingParams(max_new_tokens=1, temperature=0)
@@ -58,7 +59,7 @@ class BadRequest(ValueError):
     """A request the server refuses with 400 and this message."""
 
 
-def _documented(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
+def _documented(*statuses: int, **descriptions: str) -> dict[int | str, JsonObject]:
     """`responses=` entries: each status with the `ServerError` body (descriptions by `s<status>`)."""
     defaults = {400: "Malformed request.", 401: "No admin key (`Authorization: Bearer <admin_api_key>`).",
                 500: "The engine failed.", 503: "Generation is paused (or weights are being updated)."}
