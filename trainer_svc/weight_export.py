@@ -28,7 +28,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
@@ -38,6 +38,9 @@ from services.inference.causal_lm import hf_model
 from services.json_types import JsonObject
 from trainer_svc.checkpoints import checkpoint_name
 from trainer_svc.lora import has_adapters, merged_state_dict, save_adapters
+
+if TYPE_CHECKING:
+    from trainer_svc.resume import LoadedPolicy
 
 WEIGHTS_DIR = "weights"
 KEEP_PUSHED = 2
@@ -137,7 +140,7 @@ def _mark_dtype(config_path: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def export_weights(loaded: Any, run_dir: Path, *, policy_version: int, form: PushForm = "merged") -> Path:
+def export_weights(loaded: LoadedPolicy, run_dir: Path, *, policy_version: int, form: PushForm = "merged") -> Path:
     """Export the trainer's current weights as ``policy_version`` (which becomes the trainer's policy version: the
     version these weights are served as), merged or as the adapters alone (``form``, one process only). Under
     torchrun every rank calls this: rank 0 announces it, all gather, rank 0 writes, all wait."""
