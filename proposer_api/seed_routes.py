@@ -3,8 +3,8 @@ like proposals), at most `seed_submission_quota` of them per buffer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.concurrency import run_in_threadpool
@@ -24,7 +24,7 @@ SEED_EXAMPLES: JsonObject = {
 }
 
 
-def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Any],
+def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Awaitable[None]],
                 quota: int | None = None) -> APIRouter:
     """The seed submission route, guarded by the bearer token; `quota`: submitted entries a buffer may hold."""
     router = APIRouter(prefix="/v1", tags=["seeds"])
