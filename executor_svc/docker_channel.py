@@ -21,7 +21,6 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 from services.json_types import JsonObject
@@ -62,7 +61,7 @@ class DockerWorkerChannel:
     container and is called once, by close().
     """
 
-    def __init__(self, container_id: str, raw: socket.socket, keepalive: Any, remove: Callable[[], None],
+    def __init__(self, container_id: str, raw: socket.socket, keepalive: object, remove: Callable[[], None],
                  host_pid: int | None = None) -> None:
         self.container_id = container_id
         self.host_pid = host_pid
