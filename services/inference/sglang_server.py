@@ -22,12 +22,11 @@ import hmac
 import uuid
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.inference.decoding import RawSample
@@ -124,7 +123,7 @@ def admin_guard(admin_api_key: str | None):  # noqa: ANN201 - a FastAPI dependen
     expected = f"Bearer {admin_api_key}".encode()
     scheme = HTTPBearer(auto_error=False, description="the server's admin_api_key")  # documents it in OpenAPI
 
-    def check(request: Request, _credentials: Any = Depends(scheme)) -> None:
+    def check(request: Request, _credentials: HTTPAuthorizationCredentials | None = Depends(scheme)) -> None:
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             raise AdminKeyRefused()
