@@ -8,7 +8,9 @@ python3 in any image).
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Protocol
+
+from services.json_types import JsonObject
 
 
 class WorkerLost(Exception):
@@ -22,10 +24,10 @@ class ReplyTimeout(Exception):
 class WorkerChannel(Protocol):
     """One live worker. Not thread-safe: one request in flight at a time."""
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: JsonObject) -> None:
         """Write one JSON line. Raises WorkerLost if the worker is gone."""
 
-    def receive(self, timeout_s: float) -> dict[str, Any]:
+    def receive(self, timeout_s: float) -> JsonObject:
         """Read one JSON line. Raises ReplyTimeout after timeout_s, WorkerLost on EOF or garbage."""
 
     def alive(self) -> bool:
@@ -35,7 +37,7 @@ class WorkerChannel(Protocol):
         """Stop the worker and free its resources (kill the process group / remove the container). Idempotent."""
 
 
-def take_reply(buffer: bytearray) -> dict[str, Any]:
+def take_reply(buffer: bytearray) -> JsonObject:
     """Remove the first JSON line from `buffer` (which holds a newline) and return it as the worker's reply.
 
     Raises WorkerLost when the line is not a JSON object: the worker broke the protocol.

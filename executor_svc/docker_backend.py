@@ -31,7 +31,6 @@ import secrets
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
 
 import docker
 from docker.errors import APIError, NotFound
@@ -56,7 +55,7 @@ SANDBOX_GID = 65534  # nogroup
 STOP_TIMEOUT_S = 10
 
 
-def docker_client(timeout_s: float = 60.0) -> Any:
+def docker_client(timeout_s: float = 60.0) -> docker.DockerClient:
     """A docker SDK client from the environment (DOCKER_HOST or the local socket), API version negotiated."""
     try:
         client = docker.from_env(version="auto", timeout=int(timeout_s))
@@ -72,7 +71,7 @@ class DockerBackend:
     isolation = "docker"
 
     def __init__(self, image: str = "azr-executor:1", *, memory_mb: int = 1024, max_processes: int = 64,
-                 cpus: float = 1.0, python: str = "python3", client: Any = None) -> None:
+                 cpus: float = 1.0, python: str = "python3", client: docker.DockerClient | None = None) -> None:
         """`memory_mb`/`max_processes` are the executor's per-task limits; the container caps sit just above them.
         Fails (SandboxUnavailable) at once when there is no engine or no such image."""
         self.image = image
@@ -92,7 +91,7 @@ class DockerBackend:
             raise SandboxUnavailable(f"docker image {image!r} is not available ({type(exc).__name__}: {exc}); "
                                      "build it with `make executor-image`") from exc
 
-    def container_config(self, hash_seed: int) -> dict[str, Any]:
+    def container_config(self, hash_seed: int) -> dict[str, object]:
         """Keyword arguments of `APIClient.create_container` for one worker (public so tests can read them)."""
         host_config = self._client.api.create_host_config(
             network_mode="none", read_only=True, tmpfs={"/tmp": TMPFS_OPTIONS},

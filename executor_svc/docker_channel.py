@@ -21,9 +21,9 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
+from services.json_types import JsonObject
 
 MAX_REPLY_BYTES = 256 << 20
 SEND_TIMEOUT_S = 30.0
@@ -61,7 +61,7 @@ class DockerWorkerChannel:
     container and is called once, by close().
     """
 
-    def __init__(self, container_id: str, raw: socket.socket, keepalive: Any, remove: Callable[[], None],
+    def __init__(self, container_id: str, raw: socket.socket, keepalive: object, remove: Callable[[], None],
                  host_pid: int | None = None) -> None:
         self.container_id = container_id
         self.host_pid = host_pid
@@ -97,10 +97,10 @@ class DockerWorkerChannel:
         except (OSError, ValueError) as exc:
             raise WorkerLost(self._why(f"cannot write to the container: {exc}")) from exc
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: JsonObject) -> None:
         self.send_bytes((json.dumps(message) + "\n").encode("ascii"))
 
-    def receive(self, timeout_s: float) -> dict[str, Any]:
+    def receive(self, timeout_s: float) -> JsonObject:
         deadline = time.monotonic() + timeout_s
         poller = select.poll()
         poller.register(self._raw, select.POLLIN)

@@ -131,9 +131,8 @@ class Executor:
         if workers < 1 or recycle_after < 1:
             raise ValueError("workers and recycle_after must be >= 1")
         self.limits = limits or ExecutionLimits()
-        self._backend: Any = channel_factory
-        if channel_factory is None:
-            self._backend = ProcessBackend(python or DEFAULT_PYTHON, sandbox)
+        self._backend: ChannelFactory = (channel_factory if channel_factory is not None
+                                         else ProcessBackend(python or DEFAULT_PYTHON, sandbox))
         self._isolation: str = isolation or str(getattr(self._backend, "isolation", "custom"))
         self._gold = WorkerPool(self._backend, hash_seed=GOLD_HASH_SEED, size=workers, recycle_after=recycle_after)
         self._verify = WorkerPool(self._backend, hash_seed=verify_hash_seed, size=workers,
@@ -324,7 +323,7 @@ class Executor:
     def check_induction_many(self, items: Iterable[tuple[str, Sequence[str], Sequence[str]]]) -> list[CheckResult]:
         return self._map(self.check_induction, items)
 
-    def _map(self, operation: Callable[..., T], items: Iterable[tuple[Any, ...]]) -> list[T]:
+    def _map(self, operation: Callable[..., T], items: Iterable[tuple[object, ...]]) -> list[T]:
         if not self._finalizer.alive:
             raise ExecutorClosed("the executor is closed")
         return list(self._threads.map(lambda arguments: operation(*arguments), items))
@@ -403,7 +402,7 @@ def with_imports(imports: Sequence[str], program: str) -> str:
     return "\n".join([*imports, program]) if imports else program
 
 
-def _shutdown(threads: ThreadPoolExecutor, pools: tuple[WorkerPool, ...], backend: Any) -> None:
+def _shutdown(threads: ThreadPoolExecutor, pools: tuple[WorkerPool, ...], backend: object) -> None:
     """Close everything an Executor owns (also run by its finalizer when it is garbage-collected unclosed)."""
     threads.shutdown(wait=True, cancel_futures=True)
     for pool in pools:

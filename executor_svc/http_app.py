@@ -6,8 +6,6 @@ the executor's cached state (never a sandbox job per probe) and, when it runs un
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Depends, FastAPI
 from fastapi.concurrency import run_in_threadpool
 from prometheus_client import Counter
@@ -23,6 +21,7 @@ from services.http.ops import (
     executor_note,
     install_operational_routes,
 )
+from services.json_types import JsonObject
 from services.ports import CodeExecutor
 
 
@@ -38,7 +37,7 @@ def create_executor_app(executor: CodeExecutor, token: SecretStr, max_body_bytes
 
     @app.post("/v1/execute", tags=["executor"], dependencies=[Depends(bearer_token_guard(token))],
               responses=documented(*WRITE_STATUSES))
-    async def execute(request: ExecutionRequest) -> dict[str, Any]:
+    async def execute(request: ExecutionRequest) -> JsonObject:
         """Run one validation or answer check in the sandbox. Malformed bodies get 422 with the field at fault."""
         result = await run_in_threadpool(execute_request, executor, request)
         statuses.labels(request.op, result.status.value).inc()

@@ -8,9 +8,9 @@ RQ `SimpleWorker` (no fork per job). Payloads and results are JSON-ready dicts o
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from executor_svc.dispatch import EXECUTION_REQUEST, execute_request
+from services.json_types import JsonObject
 from services.ports import CodeExecutor
 
 EXECUTOR_QUEUE = "executor"
@@ -36,7 +36,7 @@ def current_executor() -> CodeExecutor:
         return _executor
 
 
-def run_execution_job(payload: dict[str, Any]) -> dict[str, Any]:
+def run_execution_job(payload: JsonObject) -> JsonObject:
     """RQ job: parse the request, run it in the sandbox, return the result as a JSON-ready dict."""
     request = EXECUTION_REQUEST.validate_python(payload)
     return execute_request(current_executor(), request).model_dump(mode="json")

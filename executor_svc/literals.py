@@ -25,7 +25,7 @@ import decimal
 import fractions
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TypeGuard, cast
 
 from services.algorithm import thread_safe_ast
 
@@ -36,19 +36,26 @@ CONCRETE = (list, tuple, set, frozenset, dict, str, bytes, collections.OrderedDi
             collections.deque)
 """What a constructor may take as its iterable or mapping argument: data already built, never a lazy range."""
 
+LiteralValue = object
+"""A value a literal denotes: a constant, a container of such values, or what a CONSTRUCTORS entry builds. Kept as
+`object`: whoever reads one (the verdicts comparing answers) only compares it or checks what it holds."""
+
+Constructor = Callable[..., LiteralValue]
+"""A data constructor a literal may call (CONSTRUCTORS), checking its literal arguments before it builds."""
+
 
 class NotALiteral(ValueError):
     """The text is not a literal; the message says why (a syntax error, or the first node that computes)."""
 
 
-def _float_text(*args: Any) -> float:
+def _float_text(*args: LiteralValue) -> float:
     if len(args) != 1 or not isinstance(args[0], str):
         raise NotALiteral("float() takes one string here ('inf', 'nan', '1.5')")
     return float(args[0])
 
 
-def _from_concrete(build: Callable[..., Any]) -> Callable[..., Any]:
-    def construct(*args: Any, **kwargs: Any) -> Any:
+def _from_concrete(build: Constructor) -> Constructor:
+    def construct(*args: LiteralValue, **kwargs: LiteralValue) -> LiteralValue:
         if len(args) > 1 or any(not isinstance(arg, CONCRETE) for arg in args):
             raise NotALiteral(f"{getattr(build, '__name__', build)}() takes one literal container here")
         return build(*args, **kwargs)
@@ -56,14 +63,14 @@ def _from_concrete(build: Callable[..., Any]) -> Callable[..., Any]:
     return construct
 
 
-def _bytearray(*args: Any) -> bytearray:
+def _bytearray(*args: LiteralValue) -> bytearray:
     if len(args) > 1 or any(not isinstance(arg, bytes) for arg in args):
         raise NotALiteral("bytearray() takes one bytes literal here")
     return bytearray(*args)
 
 
-def _integers(build: Callable[..., Any]) -> Callable[..., Any]:
-    def construct(*args: Any) -> Any:
+def _integers(build: Constructor) -> Constructor:
+    def construct(*args: LiteralValue) -> LiteralValue:
         if any(not (arg is None or (isinstance(arg, int) and not isinstance(arg, bool))) for arg in args):
             raise NotALiteral(f"{build.__name__}() takes integers here")
         return build(*args)
@@ -71,25 +78,27 @@ def _integers(build: Callable[..., Any]) -> Callable[..., Any]:
     return construct
 
 
-def _deque(*args: Any, maxlen: int | None = None) -> collections.deque[Any]:
+def _deque(*args: LiteralValue, maxlen: int | None = None) -> LiteralValue:
     if maxlen is not None and not isinstance(maxlen, int):
         raise NotALiteral("deque(maxlen=) takes an integer")
     return _from_concrete(collections.deque)(*args, maxlen=maxlen)
 
 
-def _decimal(*args: Any) -> decimal.Decimal:
+def _decimal(*args: LiteralValue) -> decimal.Decimal:
     if len(args) != 1 or not isinstance(args[0], str | int) or isinstance(args[0], bool):
         raise NotALiteral("Decimal() takes one string or integer here")
     return decimal.Decimal(args[0])
 
 
-def _fraction(*args: Any) -> fractions.Fraction:
+def _fraction(*args: LiteralValue) -> fractions.Fraction:
     if not 1 <= len(args) <= 2 or any(not isinstance(arg, str | int) or isinstance(arg, bool) for arg in args):
         raise NotALiteral("Fraction() takes integers or a string here")
-    return fractions.Fraction(*args)
+    if len(args) == 1 and isinstance(args[0], str):
+        return fractions.Fraction(args[0])
+    return fractions.Fraction(*cast("tuple[int, ...]", args))  # integers, or a string beside one (TypeError)
 
 
-CONSTRUCTORS: dict[str, Callable[..., Any]] = {
+CONSTRUCTORS: dict[str, Constructor] = {
     "set": _from_concrete(set), "frozenset": _from_concrete(frozenset), "list": _from_concrete(list),
     "tuple": _from_concrete(tuple), "dict": _from_concrete(dict), "Counter": _from_concrete(collections.Counter),
     "OrderedDict": _from_concrete(collections.OrderedDict), "deque": _deque, "bytearray": _bytearray,
@@ -100,17 +109,17 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 KEYWORDS: dict[str, frozenset[str]] = {"dict": frozenset({"*"}), "Counter": frozenset({"*"}),
                                        "deque": frozenset({"maxlen"})}
 """Keyword arguments each constructor may take ("*": any name, as `dict(a=1)`)."""
-NAMES: dict[str, Any] = {"inf": math.inf, "nan": math.nan, "Ellipsis": Ellipsis}
+NAMES: dict[str, LiteralValue] = {"inf": math.inf, "nan": math.nan, "Ellipsis": Ellipsis}
 
 
-def _number(value: Any) -> bool:
+def _number(value: LiteralValue) -> TypeGuard[int | float | complex]:
     return isinstance(value, int | float | complex) and not isinstance(value, bool)
 
 
 class _Reader:
     """Turns one parsed expression into its value, refusing the first node that is not literal."""
 
-    def value(self, node: ast.AST, depth: int = 0) -> Any:
+    def value(self, node: ast.AST, depth: int = 0) -> LiteralValue:
         if depth > MAX_DEPTH:
             raise NotALiteral(f"nested more than {MAX_DEPTH} deep")
         deeper = depth + 1
@@ -150,7 +159,7 @@ class _Reader:
             raise NotALiteral("+ and - only join the parts of a complex number in a literal")
         return left + right if isinstance(node.op, ast.Add) else left - right
 
-    def _call(self, node: ast.Call, depth: int) -> Any:
+    def _call(self, node: ast.Call, depth: int) -> LiteralValue:
         if not isinstance(node.func, ast.Name) or node.func.id not in CONSTRUCTORS:
             raise NotALiteral("a call of something other than a data constructor")
         name = node.func.id
@@ -170,7 +179,7 @@ class _Reader:
             raise NotALiteral(f"{name}() refuses its arguments: {exc}") from None
 
     @staticmethod
-    def _hashing(build: Callable[[], Any]) -> Any:
+    def _hashing(build: Callable[[], LiteralValue]) -> LiteralValue:
         try:
             return build()
         except TypeError as exc:  # an unhashable key or member
@@ -186,7 +195,7 @@ def parse_expression(text: str) -> ast.expr:
     return tree.body
 
 
-def read_value(text: str) -> Any:
+def read_value(text: str) -> LiteralValue:
     """The value a literal denotes; NotALiteral (with the reason) when `text` is no literal."""
     try:
         return _Reader().value(parse_expression(text))
@@ -194,7 +203,7 @@ def read_value(text: str) -> Any:
         raise NotALiteral(f"nested more than {MAX_DEPTH} deep") from None
 
 
-def read_arguments(text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def read_arguments(text: str) -> tuple[tuple[LiteralValue, ...], dict[str, LiteralValue]]:
     """(args, kwargs) of an argument list as it appears in `f(<text>)`, every argument a literal; NotALiteral
     otherwise."""
     try:

@@ -24,6 +24,7 @@ from typing import Any
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.worker import PROTOCOL_VERSION
+from services.json_types import JsonObject
 
 NOGROUP = 65534
 WORKER_UID_BASE = 10_000_000  # far above host accounts and the usual subuid ranges (100000 + 65536 * n)
@@ -67,7 +68,7 @@ class ProcessWorkerChannel:
     def pid(self) -> int:
         return self._proc.pid
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: JsonObject) -> None:
         view = memoryview((json.dumps(message) + "\n").encode("ascii"))
         deadline = time.monotonic() + SEND_TIMEOUT_S
         try:
@@ -80,7 +81,7 @@ class ProcessWorkerChannel:
         except (BrokenPipeError, ValueError, OSError) as exc:
             raise WorkerLost(self._why(f"cannot write to the worker: {exc}")) from exc
 
-    def receive(self, timeout_s: float) -> dict[str, Any]:
+    def receive(self, timeout_s: float) -> JsonObject:
         deadline = time.monotonic() + timeout_s
         poller = select.poll()  # not select(): it fails on fd numbers above 1023
         poller.register(self._out, select.POLLIN)

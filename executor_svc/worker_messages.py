@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from executor_svc.errors import SandboxUnavailable
 from executor_svc.worker import CallJob, RunRequest
 from services.execution import ExecStatus, ExecutionLimits
+from services.json_types import JsonObject, JsonValue
 
 Job = CallJob
 """One job of a `run` request, as worker.py's protocol defines it."""
@@ -34,7 +35,7 @@ class JobResult:
         return self.status is ExecStatus.OK
 
     @classmethod
-    def from_wire(cls, raw: Any) -> JobResult:
+    def from_wire(cls, raw: JsonValue) -> JobResult:
         if not isinstance(raw, dict) or raw.get("status") not in WORKER_STATUSES:
             raise SandboxUnavailable(f"malformed job result from the worker: {str(raw)[:200]}")
         output = raw.get("output")
@@ -65,7 +66,7 @@ def reply_timeout_s(limits: ExecutionLimits, jobs: int) -> float:
     return jobs * (limits.timeout_s + 1.0) + 5.0
 
 
-def read_results(reply: dict[str, Any], jobs: int, stop_on_failure: bool) -> list[JobResult]:
+def read_results(reply: JsonObject, jobs: int, stop_on_failure: bool) -> list[JobResult]:
     """The job results of a `run` reply, checked against what was asked."""
     raw = reply.get("results")
     if not isinstance(raw, list) or not raw or len(raw) > jobs:

@@ -16,11 +16,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerChannel, WorkerLost
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
 from executor_svc.worker import PROTOCOL_VERSION, RunRequest
+from services.json_types import JsonObject
 
 ChannelFactory = Callable[[int], WorkerChannel]
 """Starts one worker whose interpreter runs with the given PYTHONHASHSEED."""
@@ -85,7 +85,7 @@ class WorkerPool:
             self.close()
             raise
 
-    def request(self, message: RunRequest, reply_timeout_s: float, jobs: int = 1) -> dict[str, Any]:
+    def request(self, message: RunRequest, reply_timeout_s: float, jobs: int = 1) -> JsonObject:
         """Send one request to an idle worker and return its reply (`ok` is true)."""
         if self._closed:
             raise ExecutorClosed("the executor is closed")
@@ -107,7 +107,7 @@ class WorkerPool:
             channels = [slot.channel for slot in self._slots if slot.channel is not None]
         return [pid for pid in (getattr(channel, "pid", None) for channel in channels) if isinstance(pid, int)]
 
-    def _serve(self, slot: _Slot, message: RunRequest, reply_timeout_s: float, jobs: int) -> dict[str, Any]:
+    def _serve(self, slot: _Slot, message: RunRequest, reply_timeout_s: float, jobs: int) -> JsonObject:
         failure: Exception | None = None
         for _attempt in range(2):
             channel = self._ensure(slot)
@@ -168,10 +168,10 @@ class WorkerPool:
         return channel
 
     @staticmethod
-    def _ping() -> dict[str, Any]:
+    def _ping() -> JsonObject:
         return {"v": PROTOCOL_VERSION, "id": "hello", "op": "ping"}
 
-    def _check_handshake(self, channel: WorkerChannel, reply: dict[str, Any]) -> None:
+    def _check_handshake(self, channel: WorkerChannel, reply: JsonObject) -> None:
         """The worker speaks our protocol and really runs under our hash seed (not ignored as under `-I`)."""
         problem = None
         if reply.get("v") != PROTOCOL_VERSION or not reply.get("ok"):

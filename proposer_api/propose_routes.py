@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from starlette.concurrency import run_in_threadpool
@@ -80,7 +79,7 @@ def _contexts(request: ProposeRequest, store: TripletStore, references_k: int) -
 
 
 def propose_router(engine: InferenceEngine, store: TripletStore, defaults: ProposeDefaults,
-                   require_token: Callable[..., Any], metrics: ProposerMetrics | None = None) -> APIRouter:
+                   require_token: Callable[..., Awaitable[None]], metrics: ProposerMetrics | None = None) -> APIRouter:
     """The router holding `POST /v1/propose` (write route: bearer token, as it spends GPU time); with `metrics`,
     each proposal is counted by task type and parse outcome."""
     router = APIRouter()

@@ -3,8 +3,8 @@ like proposals), at most `seed_submission_quota` of them per buffer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Response
 from fastapi.concurrency import run_in_threadpool
@@ -12,9 +12,10 @@ from fastapi.concurrency import run_in_threadpool
 from proposer_api.schemas import InductionSeed, ProgramSeed, SeedAccepted, SeedProblem
 from proposer_api.seed_submission import submit_induction_seed, submit_program_seed
 from services.http.errors import WRITE_STATUSES, documented
+from services.json_types import JsonObject
 from services.ports import CodeExecutor, TripletStore
 
-SEED_EXAMPLES: dict[str, Any] = {
+SEED_EXAMPLES: JsonObject = {
     "program": {"summary": "deduction + abduction", "value": {
         "kind": "program", "program": "def f(a, b):\n    return sorted(a)[::b]", "input": "[3, 1, 2], -1"}},
     "induction": {"summary": "induction", "value": {
@@ -23,7 +24,7 @@ SEED_EXAMPLES: dict[str, Any] = {
 }
 
 
-def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Any],
+def seed_router(store: TripletStore, executor: CodeExecutor, require_token: Callable[..., Awaitable[None]],
                 quota: int | None = None) -> APIRouter:
     """The seed submission route, guarded by the bearer token; `quota`: submitted entries a buffer may hold."""
     router = APIRouter(prefix="/v1", tags=["seeds"])

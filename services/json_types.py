@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 
-def _number_not_bool_or_text(value: Any) -> Any:
+def _number_not_bool_or_text(value: object) -> object:
     if isinstance(value, bool | str | bytes):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
     return value

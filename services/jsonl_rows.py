@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from services.json_types import JsonObject
 
 
-def read_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
+def read_jsonl_rows(path: Path) -> Iterator[tuple[int, JsonObject | None, str | None]]:
     """(line number, row or None, problem or None) for every non-blank line; a line that is not a JSON object
     yields its problem instead of a row, and reading goes on."""
     with path.open() as lines:

@@ -8,9 +8,8 @@ Induction prompts show only the first N//2 pairs and the message; the hidden pai
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
@@ -39,7 +38,7 @@ def _solve_and_check(engine: InferenceEngine, executor: CodeExecutor | None, req
 
 
 def solve_router(engine: InferenceEngine, executor: CodeExecutor | None, default_sampling: SamplingParams,
-                 require_token: Callable[..., Any], metrics: SolverMetrics | None = None) -> APIRouter:
+                 require_token: Callable[..., Awaitable[None]], metrics: SolverMetrics | None = None) -> APIRouter:
     """The router holding `POST /v1/solve` (bearer token: it spends GPU time); `default_sampling` for requests that
     give none (`n` is the request's), whose `max_new_tokens` (the settings' `max_response_tokens`) no request may
     pass; with `metrics`, checked answers are counted by task type and outcome."""

@@ -26,15 +26,21 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.optim.optimizer import StateDict
 
 from services.inference.causal_lm import hf_model
+from services.json_types import JsonObject
 from trainer_svc.lora import has_adapters, save_adapters
 from trainer_svc.optimizer_layout import BY_INDEX, OptimizerLayout
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 CHECKPOINTS_DIR = "checkpoints"
 TRAINER_STATE_FILE = "trainer_state.pt"
@@ -45,6 +51,15 @@ CHECKPOINT_FORMAT_VERSION = 1
 _NAME = re.compile(r"^v(\d{6,})$")
 _TEMP_PREFIX = ".tmp-"
 
+class RngState(TypedDict):
+    """The generators' states as `capture_rng` takes them: torch's CPU generator, python's, numpy's, and every CUDA
+    device's where there is one."""
+
+    torch: Tensor
+    python: tuple[object, ...]
+    numpy: dict[str, object] | tuple[str, npt.NDArray[np.uint32], int, int, float]
+    cuda: NotRequired[list[Tensor]]
+
 
 @dataclass
 class TrainerState:
@@ -52,8 +67,8 @@ class TrainerState:
 
     step: int
     policy_version: int
-    optimizer: dict[str, Any]
-    rng: dict[str, Any]
+    optimizer: StateDict
+    rng: RngState
     applied_episode_ids: list[str] = field(default_factory=list)
     format_version: int = CHECKPOINT_FORMAT_VERSION
     optimizer_layout: OptimizerLayout = BY_INDEX  # absent from checkpoints written before the FSDP trainer
@@ -84,9 +99,9 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def capture_rng() -> dict[str, Any]:
+def capture_rng() -> RngState:
     """The torch (CPU and every CUDA device), python and numpy generator states."""
-    state: dict[str, Any] = {
+    state: RngState = {
         "torch": torch.random.get_rng_state(),
         "python": random.getstate(),
         "numpy": np.random.get_state(),
@@ -96,7 +111,7 @@ def capture_rng() -> dict[str, Any]:
     return state
 
 
-def restore_rng(state: dict[str, Any]) -> None:
+def restore_rng(state: RngState) -> None:
     """Put the generators back as `capture_rng` saw them."""
     torch.random.set_rng_state(state["torch"])
     random.setstate(state["python"])
@@ -122,11 +137,11 @@ def _fsync_tree(directory: Path) -> None:
     _fsync_dir(directory)
 
 
-def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: Any, optimizer: torch.optim.Optimizer | None,
-                    step: int, policy_version: int, settings_json: dict[str, Any],
+def save_checkpoint(run_dir: Path, *, model: nn.Module, tokenizer: PreTrainedTokenizerBase | None,
+                    optimizer: torch.optim.Optimizer | None, step: int, policy_version: int, settings_json: JsonObject,
                     applied_episode_ids: list[str] | None = None, keep: int = 3,
                     model_state: dict[str, torch.Tensor] | None = None,
-                    optimizer_state: dict[str, Any] | None = None,
+                    optimizer_state: StateDict | None = None,
                     optimizer_layout: OptimizerLayout = BY_INDEX) -> Path:
     """Write checkpoint ``v{policy_version}`` atomically, then delete all but the newest ``keep``; returns its path.
 

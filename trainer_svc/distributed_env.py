@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.distributed as dist
@@ -38,7 +38,7 @@ class RankInfo:
     world_size: int
     local_rank: int
     device: torch.device
-    control_group: Any = None  # dist.ProcessGroup (gloo); None only before `init_from_torchrun` made one
+    control_group: dist.ProcessGroup | None = None  # gloo; None only before `init_from_torchrun` made one
 
     @property
     def is_main(self) -> bool:
@@ -93,7 +93,7 @@ def init_from_torchrun(device_setting: str, environ: Mapping[str, str] | None = 
     return RankInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=device, control_group=control)
 
 
-def broadcast_from_main(obj: Any, ranks: RankInfo) -> Any:
+def broadcast_from_main(obj: object, ranks: RankInfo) -> object:
     """Rank 0's ``obj`` on every rank (pickled over the control group); the other ranks pass anything (None)."""
     box = [obj if ranks.is_main else None]
     dist.broadcast_object_list(box, src=MAIN_RANK, group=ranks.control_group)

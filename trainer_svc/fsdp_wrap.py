@@ -15,7 +15,7 @@ Sharding choices:
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import torch
 from torch import nn
@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
+from torch.optim.optimizer import StateDict
 
 from trainer_svc.distributed_env import RankInfo
 from trainer_svc.policy_forward import ResponseLogprobs
@@ -83,12 +84,12 @@ def gather_full_weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return cast(dict[str, torch.Tensor], get_model_state_dict(model, options=GATHER_OPTIONS))
 
 
-def gather_full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def gather_full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> StateDict:
     """The optimizer's full state keyed by parameter name (see `optimizer_layout`) on rank 0; {} elsewhere.
     Collective."""
     return get_optimizer_state_dict(model, optimizer, options=GATHER_OPTIONS)
 
 
-def load_full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+def load_full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: StateDict) -> None:
     """Load a full, by-name optimizer state (the same dict on every rank): each rank keeps its shard. Collective."""
     set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import torch
 from torch.nn import functional as F
@@ -42,12 +42,26 @@ def _spans(rows: int, chunk_tokens: int) -> list[tuple[int, int]]:
     return [(start, min(rows, start + chunk_tokens)) for start in range(0, rows, chunk_tokens)]
 
 
+class _Context(Protocol):
+    """What forward keeps on torch's autograd context for backward: the saved tensors (the bias may be None), which
+    inputs want gradients, the autocast state and the call's options."""
+
+    saved_tensors: tuple[torch.Tensor, ...]
+    needs_input_grad: tuple[bool, ...]
+    autocast: AutocastState
+    temperature: float
+    with_entropy: bool
+    chunk_tokens: int
+
+    def save_for_backward(self, *tensors: torch.Tensor | None) -> None: ...
+
+
 class _HeadLogprobEntropy(torch.autograd.Function):
     """hidden [N, H], head weight [V, H] (+ bias [V]), ids [N] -> (log p(ids) [N], entropy [N]) in float32 (float64
     for float64 inputs), logits built per chunk of ``chunk_tokens`` rows."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ids: torch.Tensor,
+    def forward(ctx: _Context, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, ids: torch.Tensor,
                 temperature: float, with_entropy: bool, chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
         rows = hidden.shape[0]
         dtype = compute_dtype(weight.dtype)
@@ -65,7 +79,7 @@ class _HeadLogprobEntropy(torch.autograd.Function):
         return logprobs, entropy
 
     @staticmethod
-    def backward(ctx: Any, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+    def backward(ctx: _Context, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
                  ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, None, None, None, None]:
         hidden, weight, bias, ids, lse = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]

@@ -26,15 +26,17 @@ import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from services.inference.causal_lm import hf_model
+from services.json_types import JsonObject
 from services.settings import LoraSettings
 
 if TYPE_CHECKING:  # peft is imported where it is used (slow to import)
+    from peft import LoraConfig
     from peft.tuners.lora import LoraLayer
 
 ADAPTER = "default"
@@ -44,7 +46,7 @@ BASE_RECORD_FILE = "lora_base.json"
 _SAMPLES, _SAMPLE_BYTES = 16, 1 << 16
 
 
-def lora_config(settings: LoraSettings) -> Any:
+def lora_config(settings: LoraSettings) -> LoraConfig:
     """The PEFT `LoraConfig` of the settings (`lora_rank`, `lora_alpha`, `lora_dropout`, `lora_target_modules`)."""
     from peft import LoraConfig
 
@@ -140,7 +142,7 @@ def _owning_layer(key: str, layers: dict[str, LoraLayer]) -> tuple[str | None, s
     return None, key
 
 
-def base_fingerprint(model_dir: Path) -> dict[str, Any]:
+def base_fingerprint(model_dir: Path) -> JsonObject:
     """What identifies a base model directory: its config (minus the writer's version and path), the size of each
     weight file and a hash of `_SAMPLES` evenly spaced samples of each file's bytes (header included)."""
     model_dir = Path(model_dir)
@@ -196,7 +198,7 @@ def base_for_restore(checkpoint: Path, settings: LoraSettings, model_dir: Path |
     return verified_base(checkpoint, record, Path(model_dir) if model_dir is not None else None)
 
 
-def verified_base(checkpoint: Path, record: dict[str, Any], base: Path | None = None) -> Path:
+def verified_base(checkpoint: Path, record: JsonObject, base: Path | None = None) -> Path:
     """``base`` (default: the directory the checkpoint's base record names) once its fingerprint is the recorded one;
     ValueError when it is missing or another model."""
     base = base if base is not None else Path(record["base_model_dir"])

@@ -13,10 +13,11 @@ With LoRA (one process only) AdamW holds the trainable adapters alone, in the sa
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import nn
+from torch.optim.optimizer import StateDict
 
 OptimizerLayout = Literal["by_index", "by_name"]
 BY_INDEX: OptimizerLayout = "by_index"
@@ -32,7 +33,7 @@ def parameter_names(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[
         raise ValueError("the optimizer holds a parameter that is not in the model") from None
 
 
-def index_to_name(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+def index_to_name(state: StateDict, names: list[str]) -> StateDict:
     """A `BY_INDEX` optimizer state dict in the `BY_NAME` layout."""
     _check_count(state, len(names))
     return {
@@ -42,7 +43,7 @@ def index_to_name(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
     }
 
 
-def name_to_index(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+def name_to_index(state: StateDict, names: list[str]) -> StateDict:
     """A `BY_NAME` optimizer state dict in the `BY_INDEX` layout (positions as in ``names``)."""
     _check_count(state, len(names))
     position = {name: index for index, name in enumerate(names)}
@@ -56,7 +57,7 @@ def name_to_index(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
     }
 
 
-def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any],
+def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: StateDict,
                          layout: OptimizerLayout, *, sharded: bool) -> None:
     """Load saved optimizer ``state`` of either layout into ``optimizer`` (over ``model``, FSDP-sharded or not)."""
     names = parameter_names(model, optimizer)
@@ -68,7 +69,7 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
         optimizer.load_state_dict(state if layout == BY_INDEX else name_to_index(state, names))
 
 
-def _check_count(state: dict[str, Any], expected: int) -> None:
+def _check_count(state: StateDict, expected: int) -> None:
     saved = sum(len(group["params"]) for group in state["param_groups"])
     if saved != expected:
         raise ValueError(f"saved optimizer state covers {saved} parameters, this optimizer has {expected}")

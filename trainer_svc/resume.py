@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -46,6 +46,8 @@ from trainer_svc.ppo_update import MicroBatchProgress, PolicyTrainer
 from trainer_svc.rank_commands import CheckpointCommand, announce
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from trainer_svc.format_warmup import WarmupPlan
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,7 @@ class LoadedPolicy:
     """A trainer with its tokenizer, and where it came from."""
 
     trainer: PolicyTrainer
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     source: Path  # an HF directory a server can start from: the base model, or the restored full checkpoint
     applied_episode_ids: list[str] = field(default_factory=list)  # applied since the checkpoint before `checkpoint`
     restored: bool = False  # True when restored from `checkpoint`, one of the run's checkpoints
@@ -64,7 +66,7 @@ class LoadedPolicy:
     # then `source` is its base model, and `UpdateCycle.start` pushes the merged weights to every server)
 
 
-def load_model_and_tokenizer(model_dir: Path) -> tuple[torch.nn.Module, Any]:
+def load_model_and_tokenizer(model_dir: Path) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """An HF causal LM in float32 (master weights for AdamW) and its tokenizer, from local files only."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -73,7 +75,7 @@ def load_model_and_tokenizer(model_dir: Path) -> tuple[torch.nn.Module, Any]:
     return model, tokenizer
 
 
-def pad_id_of(tokenizer: Any) -> int:
+def pad_id_of(tokenizer: PreTrainedTokenizerBase) -> int:
     """The id used for right padding: the pad token, else EOS (padding is masked, so its value never matters)."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if pad is None:
@@ -81,8 +83,9 @@ def pad_id_of(tokenizer: Any) -> int:
     return int(pad)
 
 
-def build_trainer(model: torch.nn.Module, tokenizer: Any, settings: TrainerSettings, ranks: RankInfo | None = None,
-                  *, step: int = 0, policy_version: int = 0, base_dir: Path | None = None,
+def build_trainer(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, settings: TrainerSettings,
+                  ranks: RankInfo | None = None, *, step: int = 0, policy_version: int = 0,
+                  base_dir: Path | None = None,
                   on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> PolicyTrainer:
     """A trainer (with a fresh AdamW) over ``model``: on `settings.device` in one process, FSDP-sharded over the
     ranks under torchrun. With `settings.gradient_checkpointing` every decoder layer recomputes its activations in

@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
+
+from services.json_types import JsonObject
 
 SNAPSHOT_VERSION = 1
 PEFT_PREFIX = "base_model.model."
@@ -45,7 +46,7 @@ def write_snapshot(checkpoint: Path, target: Path, *, model: str, step: int, pol
     return target
 
 
-def snapshot_metadata(path: Path) -> dict[str, Any]:
+def snapshot_metadata(path: Path) -> JsonObject:
     """The snapshot's header: adapter config (parsed), model, step, policy version, origin and note."""
     from safetensors import safe_open
 

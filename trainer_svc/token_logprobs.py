@@ -16,7 +16,7 @@ Gradients, with z = logits / T, p = softmax(z), E = Σ_v p_v z_v, H = logsumexp(
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 import torch
 
@@ -63,12 +63,22 @@ def chunk_grad(z: torch.Tensor, lse: torch.Tensor, ids: torch.Tensor, grad_logpr
     return g
 
 
+class _Context(Protocol):
+    """What forward keeps on torch's autograd context for backward: the saved tensors and the call's options."""
+
+    saved_tensors: tuple[torch.Tensor, ...]
+    temperature: float
+    with_entropy: bool
+
+    def save_for_backward(self, *tensors: torch.Tensor) -> None: ...
+
+
 class _TokenLogprobEntropy(torch.autograd.Function):
     """Rows of logits [N, V] and target ids [N] -> (log p(target) [N], entropy [N]), float32 (float64 inputs:
     float64)."""
 
     @staticmethod
-    def forward(ctx: Any, logits: torch.Tensor, ids: torch.Tensor, temperature: float, with_entropy: bool
+    def forward(ctx: _Context, logits: torch.Tensor, ids: torch.Tensor, temperature: float, with_entropy: bool
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         rows, vocab = logits.shape
         dtype = compute_dtype(logits.dtype)
@@ -85,7 +95,7 @@ class _TokenLogprobEntropy(torch.autograd.Function):
         return logprobs, entropy
 
     @staticmethod
-    def backward(ctx: Any, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
+    def backward(ctx: _Context, grad_logprobs: torch.Tensor | None, grad_entropy: torch.Tensor | None
                  ) -> tuple[torch.Tensor, None, None, None]:
         logits, ids, lse = ctx.saved_tensors
         rows, vocab = logits.shape

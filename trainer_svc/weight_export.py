@@ -28,15 +28,19 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
 
 from services.compute.process_memory import release_free_memory
 from services.inference.causal_lm import hf_model
+from services.json_types import JsonObject
 from trainer_svc.checkpoints import checkpoint_name
 from trainer_svc.lora import has_adapters, merged_state_dict, save_adapters
+
+if TYPE_CHECKING:
+    from trainer_svc.resume import LoadedPolicy
 
 WEIGHTS_DIR = "weights"
 KEEP_PUSHED = 2
@@ -129,14 +133,14 @@ def _prune(run_dir: Path, policy_version: int) -> None:
 def _mark_dtype(config_path: Path) -> None:
     """Say bf16 in config.json (`dtype`, and `torch_dtype` where an older transformers wrote it), so a server that
     takes the dtype from the config (SGLang's `--dtype auto`) serves what was written."""
-    config: dict[str, Any] = json.loads(config_path.read_text())
+    config: JsonObject = json.loads(config_path.read_text())
     config["dtype"] = "bfloat16"
     if "torch_dtype" in config:
         config["torch_dtype"] = "bfloat16"
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def export_weights(loaded: Any, run_dir: Path, *, policy_version: int, form: PushForm = "merged") -> Path:
+def export_weights(loaded: LoadedPolicy, run_dir: Path, *, policy_version: int, form: PushForm = "merged") -> Path:
     """Export the trainer's current weights as ``policy_version`` (which becomes the trainer's policy version: the
     version these weights are served as), merged or as the adapters alone (``form``, one process only). Under
     torchrun every rank calls this: rank 0 announces it, all gather, rank 0 writes, all wait."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -40,7 +41,7 @@ def show(
     typer.echo(json.dumps(resolved, indent=2, sort_keys=True))
 
 
-def value_sources(settings: Settings, config_file: Path | None, flags: dict[str, Any]) -> dict[str, str]:
+def value_sources(settings: Settings, config_file: Path | None, flags: Mapping[str, object]) -> dict[str, str]:
     """Where each setting's value came from, by field: the command line, an AZR_* variable, the config file (with
     the comment at the end of its line, where a preset cites the value's source), the profile's default or the
     field's own default."""

@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -17,6 +17,7 @@ from azr.cli.choices import SandboxBackend
 from azr.cli.exit_codes import EXIT_BAD_INPUT
 from azr.cli.settings_options import cli_settings, command_line_values, setting_option
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonObject
 from services.jsonl_rows import read_jsonl_rows
 from services.ports import CodeExecutor
 
@@ -26,12 +27,12 @@ INVALID_ROW = "invalid_row"
 """Status printed for an input line that is not a usable row (the run goes on; the exit status is then 2)."""
 
 
-def invalid_row(number: int, problem: str | None) -> dict[str, Any]:
+def invalid_row(number: int, problem: str | None) -> JsonObject:
     """The result line of an input line that is not a usable row."""
     return {"id": number, "status": INVALID_ROW, "error": problem}
 
 
-def validate_row(executor: CodeExecutor, number: int, row: dict[str, Any], task: str | None) -> dict[str, Any]:
+def validate_row(executor: CodeExecutor, number: int, row: JsonObject, task: str | None) -> JsonObject:
     """Validate one seed/validate-format row: `code`|`snippet` with `input` (or `inputs` for induction)."""
     row_id = row.get("id", number)
     program = row.get("code", row.get("snippet"))

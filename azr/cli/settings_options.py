@@ -23,11 +23,15 @@ from azr.cli.exit_codes import bad_input
 from services.settings import FIELD_PLACES, PROFILE_DEFAULTS, Settings, load_settings, settings_fields
 from services.settings.config_file import CONFIG_ENV_VAR, ConfigFileError, read_config_file
 
+OptionDefault = Any
+"""What typer's `Option(...)` gives: a marker that stands as a parameter's default, whatever that parameter's type
+(typer itself declares it `Any`, so that `config: Path | None = config_option()` type-checks)."""
+
 CONFIG_HELP = ("TOML file of settings (keys: `azr config show` names; examples in configs/), beneath AZR_* variables "
                "and flags.")
 
 
-def config_option() -> Any:
+def config_option() -> OptionDefault:
     """The `--config FILE` option (also AZR_CONFIG); the file must exist."""
     return typer.Option("--config", envvar=CONFIG_ENV_VAR, exists=True, dir_okay=False, readable=True,
                         help=CONFIG_HELP)
@@ -38,7 +42,7 @@ def env_var(field: str) -> str:
     return f"AZR_{field.upper()}"
 
 
-def field_default(field: str, profile: str | None = None) -> Any:
+def field_default(field: str, profile: str | None = None) -> object:
     """A field's default in `profile` (its profile default, else the field's own)."""
     if profile is not None and field in PROFILE_DEFAULTS.get(profile, {}):
         return PROFILE_DEFAULTS[profile][field]
@@ -56,7 +60,7 @@ def default_text(field: str, profile: str | None = None) -> str:
     return ", ".join(f"{value} ({name})" for name, value in per_profile.items())
 
 
-def setting_option(field: str, help: str, *, profile: str | None = None, **kwargs: Any) -> Any:
+def setting_option(field: str, help: str, *, profile: str | None = None, **kwargs: Any) -> OptionDefault:
     """A typer option standing for the settings field `field`: `--help` shows its AZR_ variable and its default
     (in `profile`, else per profile). Its value is None unless given, so the layers beneath it decide."""
     return typer.Option(envvar=env_var(field), show_envvar=True, show_default=default_text(field, profile), help=help,
@@ -104,7 +108,7 @@ def setting_named(location: tuple[int | str, ...]) -> str:
     return str(location[0]) if location else "settings"
 
 
-def describe_settings_error(error: ValidationError, config_file: Path | None, flags: dict[str, Any]) -> str:
+def describe_settings_error(error: ValidationError, config_file: Path | None, flags: Mapping[str, object]) -> str:
     """One line per wrong value: the field, the value, where it came from and what is wrong with it."""
     file_keys: set[str] = set()
     if config_file is not None:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import cast
 
 from azr.factory import parts
 from azr.factory.process import CannotStart, Process
@@ -113,7 +114,7 @@ def resolved_model(settings: Settings, ranks: RankInfo | None) -> Path:
     except InferenceError as error:
         raise CannotStart(str(error)) from None
     if ranks is not None:
-        model_dir = Path(broadcast_from_main(str(model_dir), ranks))
+        model_dir = Path(cast(str, broadcast_from_main(str(model_dir), ranks)))
     return model_dir
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import threading
+import types
 import warnings
 from typing import Any, Literal
 
@@ -31,7 +32,7 @@ def parse(source: str, filename: str = "<unknown>", mode: Literal["exec", "eval"
 
 
 def compile_tree(tree: ast.Module | ast.Expression | ast.Interactive, filename: str,
-                 mode: Literal["exec", "eval", "single"]) -> Any:
+                 mode: Literal["exec", "eval", "single"]) -> types.CodeType:
     """`compile` of a parsed tree (compile-time errors: 'return' outside a function) under the same lock, its
     warnings not printed."""
     with _PARSE_LOCK, warnings.catch_warnings():

@@ -14,12 +14,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from services.algorithm.prompts import ReferenceTriplet, proposer_prompt
 from services.algorithm.response_format import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE
 from services.algorithm.seed_programs import strip_seed_program
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonValue
 
 __all__ = ["PLANS", "WarmupExample", "induction_proposal_response", "program_proposal_response", "warmup_examples"]
 
@@ -58,8 +58,8 @@ def induction_proposal_response(inputs: Sequence[str], message: str) -> str:
             f"{ANSWER_CLOSE}")
 
 
-def warmup_examples(io_rows: Sequence[Mapping[str, Any]], f_rows: Sequence[Mapping[str, Any]], *, per_type: int,
-                    references_k: int, num_inputs: int, fits: Callable[[str], bool], rng: random.Random
+def warmup_examples(io_rows: Sequence[Mapping[str, JsonValue]], f_rows: Sequence[Mapping[str, JsonValue]], *,
+                    per_type: int, references_k: int, num_inputs: int, fits: Callable[[str], bool], rng: random.Random
                     ) -> list[WarmupExample]:
     """``per_type`` examples of each proposer kind, interleaved by type (deduction, abduction, induction, ...).
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from statistics import median
-from typing import Any
 
 from services.algorithm.collapse_signals import copies_prompt_example, proposal_shape, think_chars
 from services.algorithm.task_types import Role, TaskType
+from services.json_types import JsonObject
 from services.records import Episode
 
 
@@ -39,13 +39,13 @@ def spread_source(role: Role, rewards: Sequence[float]) -> str:
 
 
 def collapse_metrics(episodes: Sequence[Episode], *, learnability_answers: Mapping[TaskType, Sequence[Sequence[str]]],
-                     solve_answers: Mapping[TaskType, Sequence[Sequence[str]]]) -> dict[str, Any]:
+                     solve_answers: Mapping[TaskType, Sequence[Sequence[str]]]) -> JsonObject:
     """The module docstring's keys for one step. `learnability_answers` / `solve_answers`: per task type, the
     answers of each group of samples of one task (a group of one says nothing and is left out)."""
     groups: dict[tuple[TaskType, Role], list[Episode]] = {}
     for episode in episodes:
         groups.setdefault((episode.task_type, episode.role), []).append(episode)
-    metrics: dict[str, Any] = {}
+    metrics: JsonObject = {}
     correct_spread = 0
     for (task_type, role), members in sorted(groups.items(), key=lambda item: (item[0][0].value, item[0][1].value)):
         key = f"{task_type.value}/{role.value}"

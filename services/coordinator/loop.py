@@ -17,16 +17,16 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from services.coordinator.seeding import seed_buffers
 from services.coordinator.step import SelfPlayStep, StaleRollouts, StepConfig, StepResult
 from services.coordinator.step_metrics import MetricsLog
+from services.json_types import JsonObject, JsonValue
 from services.ports import PolicyUpdater, PolicyVersionBoard, StepEvaluation, StepStore
 from services.reporting.running_trend import running_trend
 
 Progress = Callable[[str], None]
-StepObserver = Callable[[dict[str, Any]], None]
+StepObserver = Callable[[JsonObject], None]
 """Called with each finished step's metrics line (e.g. CoordinatorMetrics.observe_step for Prometheus)."""
 
 
@@ -71,14 +71,14 @@ class SelfPlayLoop:
         steps = list(self.store.list_steps(self.run_id))
         return max((int(getattr(s, "step", s["step"] if isinstance(s, dict) else 0)) for s in steps), default=0)
 
-    def seed(self, config: StepConfig, rng: random.Random) -> dict[str, Any]:
+    def seed(self, config: StepConfig, rng: random.Random) -> JsonObject:
         self.say(f"seeding buffers to {self.options.seed_target} entries each (at most "
                  f"{self.options.seed_max_rounds} rounds per phase)")
         return seed_buffers(store=self.store, executor=self.step_runner.executor, rollouts=self.step_runner.rollouts,
                             config=config, target=self.options.seed_target, max_rounds=self.options.seed_max_rounds,
                             rng=rng, policy_version=self.policy_version, progress=self.say)
 
-    def run(self, *, policy_version: int = 0) -> list[dict[str, Any]]:
+    def run(self, *, policy_version: int = 0) -> list[JsonObject]:
         """Seed (first invocation only), then run the steps `options` ask for (up to `until_step`, or `steps` more);
         returns their metrics lines."""
         self.policy_version = policy_version
@@ -166,7 +166,7 @@ class SelfPlayLoop:
             time.sleep(0.5)
         self.policy_version = current
 
-    def _finish_step(self, result: StepResult) -> dict[str, Any]:
+    def _finish_step(self, result: StepResult) -> JsonObject:
         line = dict(result.metrics)
         line["time/policy_wait"] = round(self.policy_wait_s, 4)  # outside the step's own timer (distributed only)
         self.store.record_episodes(result.episodes)
@@ -185,7 +185,7 @@ class SelfPlayLoop:
         return line
 
 
-def summarise(line: dict[str, Any]) -> str:
+def summarise(line: JsonObject) -> str:
     """One human line for the progress display: valid rates and mean rewards per task × role."""
     parts = [f"step {line['step']}"]
     for task_type in ("deduction", "abduction", "induction"):
@@ -203,5 +203,5 @@ def summarise(line: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: JsonValue) -> str:
     return "-" if value is None else f"{value:.2f}"

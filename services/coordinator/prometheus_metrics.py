@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TypeGuard
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from services.json_types import JsonValue
 from services.ports import EpisodeQueue
 
 PHASE_SECONDS_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 3600.0)
@@ -103,7 +104,7 @@ class CoordinatorMetrics:
 
     # ------------------------------------------------------------------------------------------------ per step
 
-    def observe_step(self, line: Mapping[str, Any]) -> None:
+    def observe_step(self, line: Mapping[str, JsonValue]) -> None:
         """Record one finished step from its metrics line."""
         self.steps.inc()
         self._set(self.step, (), line.get("step"))
@@ -141,12 +142,12 @@ class CoordinatorMetrics:
         self._last_step_series = now_set
 
     @staticmethod
-    def _set(gauge: Gauge, labels: tuple[str, ...], value: Any) -> None:
+    def _set(gauge: Gauge, labels: tuple[str, ...], value: JsonValue) -> None:
         """Set a gauge (child) to a numeric value; None (no data this step) leaves the series absent."""
         if _is_number(value):
             (gauge.labels(*labels) if labels else gauge).set(value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: JsonValue) -> TypeGuard[int | float]:
     """An int or float of the metrics line (None means no data; bools are not measurements)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)

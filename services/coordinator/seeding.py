@@ -14,12 +14,12 @@ import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from services.algorithm.task_types import TaskType
 from services.coordinator.proposal_round import ProposalRound
 from services.coordinator.step_config import StepConfig
 from services.coordinator.step_metrics import PhaseTimer
+from services.json_types import JsonObject
 from services.ports import CodeExecutor, Rollouts, TripletStore
 from services.records import Triplet, TripletSource
 
@@ -35,11 +35,11 @@ def _round_line(phase: str, rounds: int, max_rounds: int, counts: str, valid: in
 
 def seed_buffers(*, store: TripletStore, executor: CodeExecutor, rollouts: Rollouts, config: StepConfig,
                  target: int, max_rounds: int, rng: random.Random, policy_version: int = 0,
-                 progress: ProgressCallback | None = None) -> dict[str, Any]:
+                 progress: ProgressCallback | None = None) -> JsonObject:
     """Fill D_abd = D_ded, then D_ind, up to `target` entries each; returns a report (rounds, counts, reached)."""
     store.initialise()
     timer = PhaseTimer()
-    report: dict[str, Any] = {"target": target}
+    report: JsonObject = {"target": target}
     say = progress or (lambda _message: None)
     began = time.perf_counter()
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="azr-seeding") as pool:

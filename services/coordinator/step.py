@@ -20,7 +20,6 @@ import random
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.algorithm.parsing import learnability_answer
 from services.algorithm.task_metrics import AnswerHistory, TaskMetrics, aggregate_task_metrics, task_metrics
@@ -40,6 +39,7 @@ from services.coordinator.task_round import (
     solve_episodes,
     weight_version_int,
 )
+from services.json_types import JsonObject
 from services.ports import (
     BufferEntry,
     CodeExecutor,
@@ -61,7 +61,7 @@ class StepResult:
 
     step: int
     episodes: list[Episode]
-    metrics: dict[str, Any]
+    metrics: JsonObject
     new_ids: dict[TaskType, list[str]] = field(default_factory=dict)
 
 
@@ -70,7 +70,7 @@ class RewardedEpisodes:
     """The reward phase's output: every task type's rewarded episodes and the step's metrics line so far."""
 
     episodes: list[Episode]
-    metrics: dict[str, Any]
+    metrics: JsonObject
 
 
 def answer_of(entry: BufferEntry) -> str:
@@ -182,7 +182,7 @@ class SelfPlayStep:
         """Each task type's checks awaited and its episodes rewarded (Eq 4-6); the step's metrics line so far."""
         ids, k = EpisodeIds(run_id=self.run_id, step=step), self.config.solve_samples_per_task
         episodes: list[Episode] = []
-        metrics: dict[str, Any] = {"step": step, "policy_version": policy_version}
+        metrics: JsonObject = {"step": step, "policy_version": policy_version}
         for t, part in rounds.items():
             part.learn = self._await_learnability(part.learn_checks, timer)
             part.solved = [self._await(check, timer) for group in part.solve_checks for check in group]
@@ -194,10 +194,10 @@ class SelfPlayStep:
         return RewardedEpisodes(episodes=episodes, metrics=metrics)
 
     def _publish(self, rounds: dict[TaskType, TaskTypeRound], episodes: list[Episode],
-                 timer: PhaseTimer) -> dict[str, Any]:
+                 timer: PhaseTimer) -> JsonObject:
         """The task metrics, the answers seen, the episodes published; the rest of the step's metrics line."""
         k = self.config.solve_samples_per_task
-        metrics: dict[str, Any] = {}
+        metrics: JsonObject = {}
         measured = [future.result() for part in rounds.values() for future in part.complexity]
         metrics.update({f"task/{name}": round(value, 6) for name, value in aggregate_task_metrics(measured).items()})
         for t, part in rounds.items():  # observed after scoring: each proposal is compared with earlier answers only

@@ -19,8 +19,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from statistics import fmean, pstdev
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from services.json_types import JsonObject
 from services.records import Episode
 
 if TYPE_CHECKING:
@@ -55,12 +56,12 @@ def _mean(values: Sequence[float]) -> float | None:
     return round(fmean(values), 6) if values else None
 
 
-def episode_metrics(episodes: Sequence[Episode]) -> dict[str, Any]:
+def episode_metrics(episodes: Sequence[Episode]) -> JsonObject:
     """Mean and spread of the reward, format-OK share and response length per (task type, role) group."""
     groups: dict[tuple[str, str], list[Episode]] = {}
     for episode in episodes:
         groups.setdefault((episode.task_type.value, episode.role.value), []).append(episode)
-    metrics: dict[str, Any] = {"episodes": len(episodes)}
+    metrics: JsonObject = {"episodes": len(episodes)}
     for (task_type, role), members in sorted(groups.items()):
         rewards = [e.reward for e in members]
         metrics[f"reward/{task_type}/{role}"] = _mean(rewards)
@@ -86,7 +87,7 @@ class MetricsLog:
         self.sinks = list(sinks)
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def append(self, metrics: dict[str, Any]) -> None:
+    def append(self, metrics: JsonObject) -> None:
         with self.path.open("a") as stream:
             stream.write(json.dumps(metrics, sort_keys=True) + "\n")
             stream.flush()
@@ -98,7 +99,7 @@ class MetricsLog:
         for sink in self.sinks:
             sink.close()
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[JsonObject]:
         """Every line written so far (for plots, resume and tests)."""
         if not self.path.exists():
             return []

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
 
 from services.algorithm.objectives import propose_reward, solve_reward
 from services.algorithm.parsing import learnability_answer
@@ -18,6 +17,7 @@ from services.algorithm.task_metrics import TaskMetrics
 from services.algorithm.task_types import Role, TaskType
 from services.coordinator.step_config import StepConfig
 from services.coordinator.step_metrics import counts
+from services.json_types import JsonObject
 from services.ports import BufferEntry, ProposeContext
 from services.records import Episode, Solution, SolveTask
 from services.rollouts.validation import ValidatedProposal
@@ -127,11 +127,11 @@ class TaskTypeRound:
         return [[learnability_answer(self.task_type, s.text) or "" for s in solved[i:i + k] if s is not None]
                 for i in range(0, len(solved), k)]
 
-    def metrics(self, prompts_over_limit: int) -> dict[str, Any]:
+    def metrics(self, prompts_over_limit: int) -> JsonObject:
         """The task type's entries of the step's metrics line."""
         t, verdicts, checked = self.task_type.value, self.verdicts, [s for s in self.solved if s is not None]
         rbar = [sum(bool(s.correct) for s in group) / len(group) for group in self.learn.samples.values() if group]
-        line: dict[str, Any] = {
+        line: JsonObject = {
             f"valid_rate/{t}": round(len(self.valid) / len(verdicts), 6) if verdicts else None,
             f"new/{t}": len(self.new_ids),
             f"solve_rate/{t}": round(sum(bool(s.correct) for s in checked) / len(checked), 6) if checked else None,

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonObject
 from services.records import IOSolveTask, Solution
 
 
@@ -57,7 +57,7 @@ class CruxRow(BaseModel):
     output: str = Field(min_length=1)
 
 
-def row_from_object(line: int, obj: dict[str, Any], where: str) -> CruxRow:
+def row_from_object(line: int, obj: JsonObject, where: str) -> CruxRow:
     """Validate one decoded JSONL object; a row without an `id` is named `line-<N>` (its line in the file).
 
     EvalDataError names `where` and `line` and each field that is missing or not a string (empty only `input`).

@@ -9,11 +9,11 @@ the inference servers by then; `eval/policy_version` says which). Its keys join 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from services.evaluation.cruxeval import CruxRow, Split, metrics_keys
 from services.evaluation.dataset import load_rows
 from services.evaluation.runner import Progress, run_cruxeval
+from services.json_types import JsonObject
 from services.ports import CodeExecutor, Rollouts
 from services.settings import ObservabilitySettings, RolloutSettings
 
@@ -59,12 +59,12 @@ class PeriodicEvaluation:
         """Whether step `step` ends with an evaluation (every k-th step: k, 2k, ...)."""
         return step % self.every_steps == 0
 
-    def evaluate(self, step: int) -> dict[str, Any]:
+    def evaluate(self, step: int) -> JsonObject:
         """Run both splits now; `eval/cruxeval_o`, `eval/cruxeval_i` (accuracy), their `/count` (rows evaluated),
         `eval/policy_version` (the weights that answered, when one integer version did) and `time/eval`."""
         report = run_cruxeval(self.rollouts, self.executor, self.rows, list(Split), max_new_tokens=self.max_new_tokens,
                               batch_size=EVAL_CHUNK_TASKS, check_parallelism=self.check_parallelism)
-        entries: dict[str, Any] = dict(metrics_keys(report.scores))
+        entries: JsonObject = dict(metrics_keys(report.scores))
         entries["eval/policy_version"] = policy_version_of({s.weight_version for s in report.samples})
         entries["time/eval"] = round(report.seconds, 4)
         self.say(f"step {step} evaluation ({report.seconds:.1f} s): "

@@ -17,12 +17,14 @@ the OpenAPI document (or schemathesis) can trust it. The shapes:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+
+from services.json_types import JsonObject
 
 
 class ErrorDetail(BaseModel):
@@ -46,14 +48,14 @@ MAX_ISSUE_TEXT = 200
 """Longest text of an issue (a location, a message, a context value)."""
 
 
-def safe_text(value: Any, limit: int = MAX_ISSUE_TEXT) -> str:
+def safe_text(value: object, limit: int = MAX_ISSUE_TEXT) -> str:
     """`value` as short text that always encodes: lone surrogates (and other unencodable code points) escaped."""
     text = value if isinstance(value, str) else str(value)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def issues_of(errors: Sequence[Any]) -> list[dict[str, Any]]:
+def issues_of(errors: Sequence[JsonObject]) -> list[JsonObject]:
     """pydantic's error list as `ValidationIssue` bodies: no input echoed, every text short and encodable."""
     issues = []
     for error in list(errors)[:MAX_ISSUES]:
@@ -113,10 +115,10 @@ _DESCRIPTIONS: dict[int, tuple[type[BaseModel], str]] = {
 }
 
 
-def documented(*statuses: int, **overrides: str) -> dict[int | str, dict[str, Any]]:
+def documented(*statuses: int, **overrides: str) -> dict[int | str, JsonObject]:
     """`responses=` entries for `statuses` with their models; `overrides` (`s404="no such run"`) replace a
     description."""
-    entries: dict[int | str, dict[str, Any]] = {}
+    entries: dict[int | str, JsonObject] = {}
     for status in statuses:
         model, description = _DESCRIPTIONS[status]
         entries[status] = {"model": model, "description": overrides.get(f"s{status}", description)}

@@ -13,7 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import redis
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
@@ -25,6 +25,7 @@ from pydantic import BaseModel, SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.http.errors import install_error_handlers, safe_text
+from services.json_types import JsonValue
 from services.ports import CodeExecutor, Pingable
 from services.settings import DEFAULT_API_TOKEN
 
@@ -110,10 +111,10 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
-def unstorable_text(value: Any, path: tuple[str | int, ...] = ("body",)) -> tuple[str | int, ...] | None:
+def unstorable_text(value: JsonValue, path: tuple[str | int, ...] = ("body",)) -> tuple[str | int, ...] | None:
     """The location of the first string (value or key) in a decoded JSON value holding a NUL character or a lone
     surrogate, else None."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, path)]
+    stack: list[tuple[JsonValue, tuple[str | int, ...]]] = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):

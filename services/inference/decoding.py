@@ -16,11 +16,11 @@ import inspect
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
-from services.inference.prefill import PrefilledBatch, PrefillProgress, prefill_batch
+from services.inference.prefill import KvCache, PrefilledBatch, PrefillProgress, prefill_batch
 from services.inference.sampling import choose_tokens
 
 FinishReason = Literal["stop", "length", "abort"]
@@ -80,7 +80,8 @@ def cache_keyword(model: torch.nn.Module) -> str:
     raise TypeError(f"{type(model).__name__}.forward takes its KV cache neither as `cache` nor as `past_key_values`")
 
 
-def _forward(model: torch.nn.Module, keyword: str, past: Any, **inputs: torch.Tensor) -> tuple[Any, torch.Tensor]:
+def _forward(model: torch.nn.Module, keyword: str, past: KvCache | None, **inputs: torch.Tensor
+             ) -> tuple[KvCache, torch.Tensor]:
     """(KV cache after, last-position logits [batch, V]) of one forward pass over `inputs`, on top of `past`."""
     cached = {keyword: past} if past is not None else {}
     out = model(**inputs, **cached, use_cache=True, logits_to_keep=1)

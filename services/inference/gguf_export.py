@@ -17,9 +17,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from services.json_types import JsonObject
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader, GGUFWriter, TensorNameMap
 
 SUPPORTED_ARCHITECTURES = {"Qwen2ForCausalLM": "qwen2", "LlamaForCausalLM": "llama"}
 """transformers architecture -> GGUF architecture this module can write."""
@@ -41,7 +46,7 @@ def gguf_architecture(model_gguf: Path) -> tuple[str, int]:
     return arch, blocks
 
 
-def _field_str(reader: Any, key: str) -> str:
+def _field_str(reader: GGUFReader, key: str) -> str:
     field = reader.fields.get(key)
     if field is None:
         raise GgufExportError(f"GGUF has no {key}")
@@ -55,12 +60,12 @@ def _permute_rows(weight: np.ndarray, heads: int) -> np.ndarray:
             .swapaxes(1, 2).reshape(weight.shape))
 
 
-def _llama_heads(config: dict[str, Any]) -> dict[str, int]:
+def _llama_heads(config: JsonObject) -> dict[str, int]:
     heads = int(config["num_attention_heads"])
     return {"q_proj": heads, "k_proj": int(config.get("num_key_value_heads") or heads)}
 
 
-def _tensor_name(name_map: Any, hf_name: str) -> str:
+def _tensor_name(name_map: TensorNameMap, hf_name: str) -> str:
     gguf_name = name_map.get_name(hf_name, try_suffixes=(".weight", ".bias"))
     if gguf_name is None:
         raise GgufExportError(f"no GGUF name for tensor {hf_name}")
@@ -68,7 +73,7 @@ def _tensor_name(name_map: Any, hf_name: str) -> str:
 
 
 def write_lora_gguf(adapter_dir: Path, target: Path, *, architecture: str, blocks: int,
-                    model_config: dict[str, Any] | None = None) -> Path:
+                    model_config: JsonObject | None = None) -> Path:
     """Write the PEFT adapter in ``adapter_dir`` as a llama.cpp LoRA GGUF at ``target`` (atomic) for a base model of
     GGUF ``architecture`` with ``blocks`` layers; ``model_config`` (the HF config) is needed for Llama's q/k
     permutation. Refuses adapters PEFT scales otherwise than alpha / r (rsLoRA, rank or alpha patterns, DoRA)."""
@@ -162,7 +167,7 @@ def write_model_gguf(model_dir: Path, target: Path, *, dtype: str = "f32", token
     return target
 
 
-def _add_hparams(writer: Any, config: dict[str, Any]) -> None:
+def _add_hparams(writer: GGUFWriter, config: JsonObject) -> None:
     heads = int(config["num_attention_heads"])
     writer.add_context_length(int(config.get("max_position_embeddings", 4096)))
     writer.add_embedding_length(int(config["hidden_size"]))
@@ -175,7 +180,7 @@ def _add_hparams(writer: Any, config: dict[str, Any]) -> None:
     writer.add_file_type(0)  # ALL_F32 (the f16 variant stores 2-D weights in f16: llama.cpp reads each tensor's type)
 
 
-def _add_tokenizer(writer: Any, model_dir: Path) -> None:
+def _add_tokenizer(writer: GGUFWriter, model_dir: Path) -> None:
     """The byte-level BPE vocabulary llama.cpp loads with the model. The engine tokenizes and detokenizes with the
     transformers tokenizer itself; llama.cpp only needs a vocabulary of the model's size to load."""
     import gguf
@@ -213,7 +218,7 @@ def _add_tokenizer(writer: Any, model_dir: Path) -> None:
     writer.add_add_bos_token(False)
 
 
-def _finish(writer: Any, staging: Path, target: Path) -> None:
+def _finish(writer: GGUFWriter, staging: Path, target: Path) -> None:
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()

@@ -25,7 +25,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -35,8 +34,9 @@ from services.inference.decoding import DecodeProgress, RawSample, RowSpec
 from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
 from services.inference.gguf_export import gguf_architecture, write_lora_gguf, write_model_gguf
 from services.inference.llama_cpp_decoding import decode_rows_llama
-from services.inference.llama_cpp_runtime import LlamaContext, LlamaModel, Token, quantize
+from services.inference.llama_cpp_runtime import LlamaContext, LlamaModel, LoraAdapter, Token, quantize
 from services.inference.sampling import sample_seeds
+from services.json_types import JsonObject
 from services.ports import Completion, InferenceError, SamplingParams
 
 INITIAL_WEIGHT_VERSION = "0"
@@ -74,12 +74,12 @@ class LlamaCppEngine:
         self.threads = threads
         self.context_tokens, self.max_sequences, self.batch_tokens = context_tokens, max_sequences, batch_tokens
         self.codec = PromptCodec.from_model_dir(self.model_dir)
-        self.config: dict[str, Any] = json.loads((self.model_dir / "config.json").read_text())
+        self.config: JsonObject = json.loads((self.model_dir / "config.json").read_text())
         self.architecture, self.blocks = gguf_architecture(self.base_gguf)
         self._served = served_base(self.base_gguf, base_form, self.work_dir, threads)
         self._model = LlamaModel(self._served)
         self._context: LlamaContext | None = None  # the last wave's cache, reused while large enough
-        self._adapter: Any = None
+        self._adapter: LoraAdapter | None = None
         self._model_path = str(self.model_dir)
         self._version = INITIAL_WEIGHT_VERSION
         self._lock = threading.Lock()

@@ -22,7 +22,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import cast
 
 import numpy as np
 
@@ -30,7 +31,10 @@ from services.ports import InferenceError
 
 _LOG_LINES: collections.deque[str] = collections.deque(maxlen=40)
 _INIT_LOCK = threading.Lock()
-_STATE: dict[str, Any] = {}
+_STATE: dict[str, object] = {}
+
+LoraAdapter = object
+"""A LoRA adapter llama.cpp loaded: an opaque C pointer, only handed back to llama.cpp."""
 
 QUANT_TYPES = {"q8_0": 7, "q4_0": 2, "f16": 1}
 """llama.cpp file types (LLAMA_FTYPE_MOSTLY_*) a base model can be requantized to."""
@@ -45,7 +49,7 @@ def available() -> str | None:
     return None
 
 
-def _lib() -> Any:
+def _lib() -> ModuleType:
     """The bindings, initialised once per process (backend init, log capture)."""
     with _INIT_LOCK:
         if "lib" not in _STATE:
@@ -54,7 +58,7 @@ def _lib() -> Any:
             llama_cpp.llama_backend_init()
 
             @llama_cpp.llama_log_callback
-            def capture(level: int, text: bytes, _user: Any) -> None:
+            def capture(level: int, text: bytes, _user: object) -> None:
                 line = text.decode("utf-8", "replace").rstrip()
                 if line:
                     _LOG_LINES.append(line)
@@ -62,7 +66,7 @@ def _lib() -> Any:
             _STATE["callback"] = capture  # keep the C callback alive
             llama_cpp.llama_log_set(capture, ctypes.c_void_p(0))
             _STATE["lib"] = llama_cpp
-        return _STATE["lib"]
+        return cast(ModuleType, _STATE["lib"])
 
 
 def recent_log(lines: int = 5) -> str:
@@ -99,14 +103,14 @@ class LlamaModel:
         vocab = self.lib.llama_model_get_vocab(self.handle)
         self.vocab_size = int(self.lib.llama_vocab_n_tokens(vocab))
 
-    def load_adapter(self, gguf: Path) -> Any:
+    def load_adapter(self, gguf: Path) -> LoraAdapter:
         """A LoRA adapter (GGUF) for this model; freed with `free_adapter` or with the model."""
         adapter = self.lib.llama_adapter_lora_init(self.handle, str(gguf).encode())
         if not adapter:
             raise InferenceError(f"llama.cpp could not load the LoRA adapter {gguf}: {recent_log()}")
         return adapter
 
-    def free_adapter(self, adapter: Any) -> None:
+    def free_adapter(self, adapter: LoraAdapter) -> None:
         self.lib.llama_adapter_lora_free(adapter)
 
     def close(self) -> None:
@@ -156,14 +160,14 @@ class LlamaContext:
         self.memory = lib.llama_get_memory(self.handle)
         self._batch = lib.llama_batch_init(batch_tokens, 0, 1)
         self._threads = threads
-        self._adapter: Any = None
+        self._adapter: LoraAdapter | None = None
 
     def set_threads(self, threads: int) -> None:
         if threads != self._threads:
             self.lib.llama_set_n_threads(self.handle, threads, threads)
             self._threads = threads
 
-    def set_adapter(self, adapter: Any) -> None:
+    def set_adapter(self, adapter: LoraAdapter | None) -> None:
         """Serve through ``adapter`` (None: the bare model) from the next decode on."""
         if adapter is None:
             result = self.lib.llama_set_adapters_lora(self.handle, None, 0, None)

@@ -15,19 +15,40 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
+
 MIN_SHARED_PREFIX = 32
 """Shorter common prefixes are prefilled again: copying a cache costs more than a few positions of compute."""
+
+
+class CachedLayer(Protocol):
+    """One layer of a filled KV cache: keys and values [batch, heads, positions, head dim]."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class KvCache(Protocol):
+    """What the decoding uses of a transformers DynamicCache: its filled layers and the edits of its batch rows."""
+
+    @property
+    def layers(self) -> Sequence[CachedLayer]: ...
+
+    def batch_repeat_interleave(self, repeats: int) -> None: ...
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None: ...
 
 
 @dataclass
 class PrefilledBatch:
     """The left-padded batch as the decoding loop needs it after the prefill."""
 
-    cache: Any  # a transformers DynamicCache holding every row's prompt, right-aligned to the longest
+    cache: KvCache  # a transformers DynamicCache holding every row's prompt, right-aligned to the longest
     last_logits: torch.Tensor  # [rows, V] logits at each prompt's last position
     attention_mask: torch.Tensor  # [rows, width] 1 on real positions
     positions: torch.Tensor  # [rows, width] position id of each column (real tokens counted from 0)
@@ -66,13 +87,13 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-Forward = Callable[..., tuple[Any, torch.Tensor]]
+Forward = Callable[..., tuple[KvCache, torch.Tensor]]
 """forward(cache or None, input_ids=, attention_mask=, position_ids=) -> (the cache after, last-position logits
 [batch, V]): one causal-LM forward pass with a KV cache (services.inference.decoding builds it for the model)."""
 
 
 def prefill_batch(forward: Forward, prompts: Sequence[Sequence[int]], *, chunk_tokens: int,
-                  before_forward: Callable[[], None], cache_config: Any, device: torch.device,
+                  before_forward: Callable[[], None], cache_config: PreTrainedConfig | None, device: torch.device,
                   on_progress: Callable[[PrefillProgress], None] | None = None) -> PrefilledBatch:
     """Prefill ``prompts`` (each non-empty) into one left-padded cache; see the module docstring. ``chunk_tokens``
     > 0: at most that many positions per forward, each chunk reported to ``on_progress`` when given; 0: each
@@ -83,7 +104,7 @@ def prefill_batch(forward: Forward, prompts: Sequence[Sequence[int]], *, chunk_t
     rows: list[list[tuple[torch.Tensor, torch.Tensor]]] = []  # per prompt, per layer: keys, values [1, h, len, d]
     last_logits = []
     for prompt, (donor, taken) in zip(prompts, plan):
-        cache: Any = None if donor is None else _cache([(k[:, :, :taken], v[:, :, :taken])
+        cache: KvCache | None = None if donor is None else _cache([(k[:, :, :taken], v[:, :, :taken])
                                                         for k, v in rows[donor]], cache_config)
         ids = torch.tensor([list(prompt)], dtype=torch.long, device=device)
         step = chunk_tokens if chunk_tokens > 0 else len(prompt)
@@ -96,20 +117,21 @@ def prefill_batch(forward: Forward, prompts: Sequence[Sequence[int]], *, chunk_t
             computed += end - start
             if on_progress is not None:
                 on_progress(PrefillProgress(computed=computed, total=total))
+        assert cache is not None  # every prompt computes at least its last position
         rows.append([(layer.keys, layer.values) for layer in cache.layers])
         last_logits.append(logits)
     return _left_padded(rows, [len(p) for p in prompts], torch.cat(last_logits), cache_config, device)
 
 
-def _cache(layers: list[tuple[torch.Tensor, torch.Tensor]], config: Any) -> Any:
+def _cache(layers: list[tuple[torch.Tensor, torch.Tensor]], config: PreTrainedConfig | None) -> KvCache:
     """A transformers DynamicCache holding ``layers`` (keys, values per layer)."""
     from transformers import DynamicCache
 
-    return DynamicCache(ddp_cache_data=layers, config=config)
+    return cast(KvCache, DynamicCache(ddp_cache_data=layers, config=config))
 
 
 def _left_padded(rows: list[list[tuple[torch.Tensor, torch.Tensor]]], lengths: list[int], last_logits: torch.Tensor,
-                 config: Any, device: torch.device) -> PrefilledBatch:
+                 config: PreTrainedConfig | None, device: torch.device) -> PrefilledBatch:
     """Every row's cache right-aligned into one [rows, h, width, d] cache per layer, zeros (masked) on the left."""
     width = max(lengths)
     mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)

@@ -8,7 +8,7 @@ wire is SGLang's `weight_version` (our policy version, as a string).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, field_validator
 
@@ -75,7 +75,7 @@ class GenerateRequest(BaseModel):
 
     @field_validator("sampling_params", mode="before")
     @classmethod
-    def _only_supported_fields(cls, value: Any) -> Any:
+    def _only_supported_fields(cls, value: object) -> object:
         """Name the SGLang fields this server does not implement (any other unknown key is refused as extra)."""
         for params in value if isinstance(value, list) else [value]:
             if isinstance(params, dict):

@@ -22,12 +22,11 @@ import hmac
 import uuid
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.inference.decoding import RawSample
@@ -49,6 +48,7 @@ from services.inference.sglang_schemas import (
     UpdateWeightsFromDiskResponse,
     WireSamplingParams,
 )
+from services.json_types import JsonObject
 from services.ports import InferenceError, SamplingParams
 
 HEALTH_SAMPLING = SamplingParams(max_new_tokens=1, temperature=0)
@@ -58,7 +58,7 @@ class BadRequest(ValueError):
     """A request the server refuses with 400 and this message."""
 
 
-def _documented(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
+def _documented(*statuses: int, **descriptions: str) -> dict[int | str, JsonObject]:
     """`responses=` entries: each status with the `ServerError` body (descriptions by `s<status>`)."""
     defaults = {400: "Malformed request.", 401: "No admin key (`Authorization: Bearer <admin_api_key>`).",
                 500: "The engine failed.", 503: "Generation is paused (or weights are being updated)."}
@@ -123,7 +123,7 @@ def admin_guard(admin_api_key: str | None):  # noqa: ANN201 - a FastAPI dependen
     expected = f"Bearer {admin_api_key}".encode()
     scheme = HTTPBearer(auto_error=False, description="the server's admin_api_key")  # documents it in OpenAPI
 
-    def check(request: Request, _credentials: Any = Depends(scheme)) -> None:
+    def check(request: Request, _credentials: HTTPAuthorizationCredentials | None = Depends(scheme)) -> None:
         given = request.headers.get("authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             raise AdminKeyRefused()

@@ -8,8 +8,9 @@ version from a `PolicyVersionBoard` (services/ports/queues.py) instead of updati
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from services.json_types import JsonObject
 from services.records import Episode
 from services.records.updates import StepUpdate
 
@@ -27,5 +28,5 @@ class StepEvaluation(Protocol):
     def due(self, step: int) -> bool:
         """Whether `step` ends with an evaluation."""
 
-    def evaluate(self, step: int) -> dict[str, Any]:
+    def evaluate(self, step: int) -> JsonObject:
         """Evaluate the policy now; the entries join the step's metrics line (`eval/...`, `time/eval`)."""

@@ -10,11 +10,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonObject
 from services.records import RECORD_SCHEMA_VERSION, Episode, InductionTask, Triplet, TripletSource
 
 
@@ -48,7 +49,7 @@ class StepRecord(BaseModel):
     run_id: str
     step: int
     policy_version: int
-    metrics: dict[str, Any]
+    metrics: JsonObject
     recorded_at: datetime
 
 
@@ -122,7 +123,7 @@ class TripletStore(Protocol):
 class StepStore(TripletStore, Protocol):
     """The TripletStore with the run log's writes: what the self-play loop and the embedded trainer's replay use."""
 
-    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None:
+    def record_step(self, run_id: str, step: int, policy_version: int, metrics: JsonObject) -> None:
         """Upsert one step's metrics line (creating the run if needed)."""
 
     def record_episodes(self, episodes: Sequence[Episode]) -> int:

@@ -21,7 +21,7 @@ twice; the trainer applies an id once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import redis
@@ -34,6 +34,9 @@ from services.records import RECORD_SCHEMA_VERSION, Episode
 
 EPISODE_FIELD = "episode"
 """Stream entry field holding the Episode JSON (the model carries its schema_version)."""
+
+EntryFields = Mapping[bytes | str, bytes | str] | None
+"""A stream entry's fields as the client replies them: bytes, or text when the client decodes."""
 
 
 class RedisEpisodeQueue:
@@ -157,7 +160,7 @@ class RedisEpisodeQueue:
         return self._deliveries(entries)
 
     def _reclaim(self, consumer: str, max_count: int) -> list[Delivery]:
-        claimed: list[tuple[str, Any]] = []
+        claimed: list[tuple[str, EntryFields]] = []
         start = "0-0"
         while len(claimed) < max_count:
             reply = self.redis.xautoclaim(self.key, self.group, consumer, self.claim_after_ms, start_id=start,
@@ -169,7 +172,7 @@ class RedisEpisodeQueue:
             start = next_start
         return self._deliveries(claimed)
 
-    def _deliveries(self, entries: list[tuple[str, Any]]) -> list[Delivery]:
+    def _deliveries(self, entries: list[tuple[str, EntryFields]]) -> list[Delivery]:
         """Entries delivered before (reclaimed or re-read), as deliveries with their delivery counts."""
         if not entries:
             return []
@@ -184,7 +187,7 @@ class RedisEpisodeQueue:
                 deliveries.append(delivery)
         return deliveries
 
-    def _delivery(self, entry_id: str, fields: Any, deliveries: int) -> Delivery | None:
+    def _delivery(self, entry_id: str, fields: EntryFields, deliveries: int) -> Delivery | None:
         """Parse one entry; dead-letter and acknowledge it when it is not a readable Episode."""
         decoded = {as_text(k): as_text(v) for k, v in (fields or {}).items()}
         payload = decoded.get(EPISODE_FIELD)

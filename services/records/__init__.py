@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Discriminator, Field, Tag
 
@@ -104,7 +104,7 @@ class Episode(BaseModel):
     format_ok: bool | None = None  # the response's Eq 6 format verdict (R1 template)
 
 
-def _task_kind(value: Any) -> str | None:
+def _task_kind(value: object) -> str | None:
     """The `kind` tag of a task union member; a JSON body may leave it out: `inputs` marks an induction task."""
     if isinstance(value, dict):
         kind = value.get("kind")

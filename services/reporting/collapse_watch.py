@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
+
+from services.json_types import JsonValue
 
 TASK_TYPES = ("deduction", "abduction", "induction")
 ROLES = ("solve", "propose")
@@ -22,7 +23,7 @@ HALVED = 0.5
 COPYING = 0.5
 
 
-def _series(lines: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+def _series(lines: Sequence[Mapping[str, JsonValue]], key: str) -> list[float]:
     return [float(line[key]) for line in lines if isinstance(line.get(key), (int, float))]
 
 
@@ -30,7 +31,7 @@ def _right_key(task_type: str, role: str) -> str:
     return f"solve_rate/{task_type}" if role == "solve" else f"valid_rate/{task_type}"
 
 
-def collapse_warnings(lines: Sequence[Mapping[str, Any]], window: int) -> list[str]:
+def collapse_warnings(lines: Sequence[Mapping[str, JsonValue]], window: int) -> list[str]:
     """The module docstring's warnings, one line each (empty: none)."""
     warnings = []
     for role in ROLES:
@@ -67,15 +68,15 @@ class CollapseRow:
     valid: int  # valid proposals stored this step (`new/<type>` summed)
 
 
-def _mean_of(line: Mapping[str, Any], keys: Sequence[str]) -> float | None:
+def _mean_of(line: Mapping[str, JsonValue], keys: Sequence[str]) -> float | None:
     values = [float(line[key]) for key in keys if isinstance(line.get(key), (int, float))]
     return fmean(values) if values else None
 
 
-def collapse_rows(lines: Sequence[Mapping[str, Any]]) -> list[CollapseRow]:
+def collapse_rows(lines: Sequence[Mapping[str, JsonValue]]) -> list[CollapseRow]:
     rows = []
     for line in sorted((line for line in lines if isinstance(line.get("step"), int)), key=lambda line: line["step"]):
-        def length(group: str, line: Mapping[str, Any] = line) -> float | None:
+        def length(group: str, line: Mapping[str, JsonValue] = line) -> float | None:
             value = line.get(f"response_tokens_median/{group}")
             return float(value) if isinstance(value, (int, float)) else None
 

@@ -19,11 +19,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from services.ports import MetricSink
 
 if TYPE_CHECKING:
+    from tensorboardX.event_file_writer import EventsWriter
+
     from services.json_types import JsonObject
     from services.settings import ObservabilitySettings, RunSettings
 
@@ -31,7 +33,7 @@ TENSORBOARD_DIR = "tensorboard"
 """The event files' directory inside the run directory."""
 
 
-def numeric_scalars(line: dict[str, Any]) -> dict[str, float]:
+def numeric_scalars(line: JsonObject) -> dict[str, float]:
     """The line's numeric values by key (ints and floats, not bools), without `step` itself (it is the x axis)."""
     return {key: float(value) for key, value in line.items()
             if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)}
@@ -43,9 +45,9 @@ class TensorBoardSink:
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
-        self._writer: Any = None
+        self._writer: EventsWriter | None = None
 
-    def write(self, line: dict[str, Any]) -> None:
+    def write(self, line: JsonObject) -> None:
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
         from tensorboardX.summary import scalar
@@ -69,13 +71,21 @@ class TensorBoardSink:
             self._writer = None
 
 
+class WandbRun(Protocol):
+    """What the sink uses of a Weights & Biases run (`wandb.init`'s result)."""
+
+    def log(self, data: dict[str, float], step: int) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class WandbSink:
     """Each line's numeric values logged to a Weights & Biases run (`run.log(values, step=step)`)."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: WandbRun) -> None:
         self.run = run
 
-    def write(self, line: dict[str, Any]) -> None:
+    def write(self, line: JsonObject) -> None:
         self.run.log(numeric_scalars(line), step=int(line.get("step", 0)))
 
     def close(self) -> None:

@@ -7,11 +7,11 @@ nothing was), and the reward when the text alone decides it (services/algorithm/
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from services.algorithm.objectives import reward_from_text
 from services.algorithm.parsing import Reading
 from services.algorithm.task_types import Role, TaskType
+from services.json_types import JsonObject
 
 KINDS: tuple[str, ...] = tuple(f"{role.value}_{task_type.value}" for role in Role for task_type in TaskType)
 """Row kinds: `propose_deduction`, ..., `solve_induction` (role first, as the corpus files write them)."""
@@ -26,7 +26,7 @@ def parse_kind(kind: str) -> tuple[TaskType, Role]:
         raise ValueError(f"unknown kind {kind!r}: expected one of {', '.join(KINDS)}") from None
 
 
-def reading_row(reading: Reading) -> dict[str, Any]:
+def reading_row(reading: Reading) -> JsonObject:
     """The row `azr parse` writes for one reading."""
     extracted = dataclasses.asdict(reading.extracted) if reading.extracted is not None else None
     if extracted is not None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from services.json_types import JsonObject, JsonValue
 
 OUTCOME_PREFIXES = ("format_failures/", "parse_failures/", "exec_status/")
 """Per-step counts of why responses failed the format (Eq 6), why proposals failed to parse, and what the executor
@@ -37,11 +38,11 @@ class StepDiagnosis:
     silent_groups: list[str]  # groups present with all rewards equal (every advantage 0)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: JsonValue) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def diagnose(lines: Sequence[dict[str, Any]]) -> list[StepDiagnosis]:
+def diagnose(lines: Sequence[JsonObject]) -> list[StepDiagnosis]:
     """The per-step diagnosis of `lines` (metrics-file lines), in step order; lines without a step are skipped."""
     out = []
     for line in sorted((x for x in lines if isinstance(x.get("step"), int)), key=lambda x: x["step"]):
@@ -75,14 +76,14 @@ class OutcomeCount:
     last: int
 
 
-def outcome_counts(lines: Sequence[dict[str, Any]], window: int) -> list[OutcomeCount]:
+def outcome_counts(lines: Sequence[JsonObject], window: int) -> list[OutcomeCount]:
     """Every outcome key of `lines` (metrics-file lines; see OUTCOME_PREFIXES) with its count over all steps, the
     first `window` steps and the last `window` (they overlap when there are fewer than 2 x window), most frequent
     first."""
     steps = sorted((x for x in lines if isinstance(x.get("step"), int)), key=lambda x: x["step"])
     keys = {key for line in steps for key in line if key.startswith(OUTCOME_PREFIXES)}
 
-    def total(chunk: Sequence[dict[str, Any]], key: str) -> int:
+    def total(chunk: Sequence[JsonObject], key: str) -> int:
         return int(sum(_number(line.get(key)) or 0 for line in chunk))
 
     counts = [OutcomeCount(key, total(steps, key), total(steps[:window], key), total(steps[-window:], key))

@@ -15,7 +15,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from services.json_types import JsonObject, JsonValue
 
 METRICS_FILE_NAME = "metrics.jsonl"
 """Name of the per-step metrics file inside a run directory."""
@@ -63,7 +64,7 @@ class RunMetrics:
     """The usable lines of one metrics file, one per step in step order, plus the lines that were skipped."""
 
     path: Path
-    lines: list[dict[str, Any]]
+    lines: list[JsonObject]
     skipped: list[SkippedLine] = field(default_factory=list)
 
     @property
@@ -103,7 +104,7 @@ def ordered(names: set[str], preferred: tuple[str, ...]) -> list[str]:
     return [name for name in preferred if name in names] + sorted(names - set(preferred))
 
 
-def numeric_or_nan(value: Any) -> float:
+def numeric_or_nan(value: JsonValue) -> float:
     """A finite int/float as float; anything else (None, bool, str, inf, NaN, absent) as NaN."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return math.nan
@@ -113,7 +114,7 @@ def numeric_or_nan(value: Any) -> float:
 
 def parse_metrics_text(text: str, path: Path) -> RunMetrics:
     """Parse the text of a metrics file: usable lines by step (last one wins per step), skipped lines with reasons."""
-    by_step: dict[int, dict[str, Any]] = {}
+    by_step: dict[int, JsonObject] = {}
     skipped: list[SkippedLine] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():

@@ -8,30 +8,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from services.json_types import JsonValue
 
 ROLES = ("propose", "solve")
 TASK_TYPES = ("deduction", "abduction", "induction")
 FENCE = "~~~~"
 """Responses are quoted between tildes: they hold ``` fences of their own."""
 
+StoredRow = Mapping[str, JsonValue]
+"""An episode's payload or a buffer entry as the store gives it: its keys (or columns) to JSON values."""
+
 
 @dataclass(frozen=True)
 class ProposedTasks:
     """The self-proposed entries of the buffers: all of them, and those whose program is a seed program."""
 
-    entries: list[Mapping[str, Any]]
-    seed_copies: list[Mapping[str, Any]]
+    entries: list[StoredRow]
+    seed_copies: list[StoredRow]
 
 
-def pick_responses(payloads: Sequence[Mapping[str, Any]], steps: Sequence[int], role: str,
-                   per_role: int) -> list[Mapping[str, Any]]:
+def pick_responses(payloads: Sequence[StoredRow], steps: Sequence[int], role: str,
+                   per_role: int) -> list[StoredRow]:
     """Up to ``per_role`` episodes of ``role`` from ``steps``, taken round-robin over the task types (so each type
     shows), in step order within a type; deterministic."""
     wanted = set(steps)
     by_type = {t: sorted((p for p in payloads if p["role"] == role and p["step"] in wanted and p["task_type"] == t),
                          key=lambda p: (p["step"], p["id"])) for t in TASK_TYPES}
-    picked: list[Mapping[str, Any]] = []
+    picked: list[StoredRow] = []
     index = 0
     while len(picked) < per_role and any(index < len(rows) for rows in by_type.values()):
         for task_type in TASK_TYPES:
@@ -41,7 +45,7 @@ def pick_responses(payloads: Sequence[Mapping[str, Any]], steps: Sequence[int], 
     return picked
 
 
-def proposed_tasks(entries: Sequence[Mapping[str, Any]]) -> ProposedTasks:
+def proposed_tasks(entries: Sequence[StoredRow]) -> ProposedTasks:
     """The buffers' `proposed` entries, and among them those whose program hash is a `seed` or `zero` entry's (a
     proposal that copies a seed program with a new input is valid, but not a new program)."""
     seeded = {e["program_hash"] for e in entries if e["source"] in ("seed", "zero")}
@@ -49,7 +53,7 @@ def proposed_tasks(entries: Sequence[Mapping[str, Any]]) -> ProposedTasks:
     return ProposedTasks(proposed, [e for e in proposed if e["program_hash"] in seeded])
 
 
-def _response_block(payload: Mapping[str, Any]) -> str:
+def _response_block(payload: StoredRow) -> str:
     status = payload.get("exec_status") or "-"
     head = (f"**step {payload['step']}, {payload['task_type']} {payload['role']}**: reward {payload['reward']:+g}, "
             f"format {'OK' if payload.get('format_ok') else 'not OK'}, status `{status}`, "
@@ -57,7 +61,7 @@ def _response_block(payload: Mapping[str, Any]) -> str:
     return f"{head}\n\n{FENCE}\n{(payload.get('text') or '').strip()}\n{FENCE}\n"
 
 
-def _task_block(entry: Mapping[str, Any]) -> str:
+def _task_block(entry: StoredRow) -> str:
     head = f"**{entry['buffer']}, step {entry['step']}** (policy v{entry['policy_version']})"
     if entry.get("inputs"):
         body = (f"{entry['program']}\n\n# message: {entry.get('message')}\n# inputs -> outputs:\n"
@@ -67,7 +71,7 @@ def _task_block(entry: Mapping[str, Any]) -> str:
     return f"{head}\n\n{FENCE}python\n{body}\n{FENCE}\n"
 
 
-def samples_markdown(payloads: Sequence[Mapping[str, Any]], entries: Sequence[Mapping[str, Any]], *, window: int,
+def samples_markdown(payloads: Sequence[StoredRow], entries: Sequence[StoredRow], *, window: int,
                      per_role: int, shown_tasks: int) -> str:
     """The record's samples page: ``per_role`` verbatim responses per role from the first and from the last
     ``window`` steps, then the self-proposed tasks (counted per buffer, seed-program copies apart, the first

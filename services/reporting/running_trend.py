@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from services.json_types import JsonValue
 
 TASK_TYPES = ("deduction", "abduction", "induction")
 
 
-def _pooled(lines: Sequence[Mapping[str, Any]], kind: str) -> float | None:
+def _pooled(lines: Sequence[Mapping[str, JsonValue]], kind: str) -> float | None:
     values = [float(line[key]) for line in lines for t in TASK_TYPES
               if isinstance(line.get(key := f"{kind}/{t}/solve"), (int, float)) and math.isfinite(line[key])]
     return sum(values) / len(values) if values else None
 
 
-def running_trend(lines: Sequence[Mapping[str, Any]], window: int = 5) -> str | None:
+def running_trend(lines: Sequence[Mapping[str, JsonValue]], window: int = 5) -> str | None:
     """'trend, steps a-b -> c-d: solver format-OK x -> y, solver reward x -> y', once the run holds two windows of
     steps (in step order); None before."""
     ordered = sorted(lines, key=lambda line: int(line.get("step", 0)))

@@ -18,7 +18,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
+
+from services.json_types import JsonObject
 
 TASK_TYPES = ("deduction", "abduction", "induction")
 SERIES = (tuple(f"{kind}/{task_type}/solve" for kind in ("format_ok", "reward") for task_type in TASK_TYPES)
@@ -47,7 +48,7 @@ class TrendResult:
         return fmean(self.last) - fmean(self.first)
 
 
-def series_values(lines: Sequence[dict[str, Any]], key: str) -> list[float]:
+def series_values(lines: Sequence[JsonObject], key: str) -> list[float]:
     """The numeric values of `key`, in step order (steps without it are skipped)."""
     ordered = sorted(lines, key=lambda line: int(line.get("step", 0)))
     return [float(line[key]) for line in ordered if isinstance(line.get(key), (int, float))
@@ -85,7 +86,7 @@ def bootstrap_interval(first: Sequence[float], last: Sequence[float], *, resampl
     return differences[int(0.025 * resamples)], differences[int(0.975 * resamples) - 1]
 
 
-def trend(lines: Sequence[dict[str, Any]], key: str, window: int) -> TrendResult | None:
+def trend(lines: Sequence[JsonObject], key: str, window: int) -> TrendResult | None:
     """First `window` vs last `window` values of `key`; None when there are fewer than 2·window values."""
     values = series_values(lines, key)
     if window < 1 or len(values) < 2 * window:
@@ -120,9 +121,9 @@ def sign_test(fixed: int, broken: int) -> float:
     return sum(math.comb(n, i) for i in range(fixed, n + 1)) / 2 ** n
 
 
-def compare_probe(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[ProbeComparison]:
+def compare_probe(before: Sequence[JsonObject], after: Sequence[JsonObject]) -> list[ProbeComparison]:
     """Pair the per-sample rows of two `azr eval` files by (id, split); ValueError when they hold other rows."""
-    def keyed(samples: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    def keyed(samples: Sequence[JsonObject]) -> dict[tuple[str, str], JsonObject]:
         return {(str(s["id"]), str(s["split"])): s for s in samples}
 
     old, new = keyed(before), keyed(after)
@@ -144,7 +145,7 @@ def compare_probe(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
     return out
 
 
-def _versions(samples: Sequence[dict[str, Any]]) -> str:
+def _versions(samples: Sequence[JsonObject]) -> str:
     """The checkpoint version(s) the rows record: "base" where none, several joined by "/"."""
     found = sorted({str(s["checkpoint_version"]) if s.get("checkpoint_version") is not None else "base"
                     for s in samples})

@@ -11,11 +11,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
 
 from services.algorithm.task_types import TaskType
+from services.json_types import JsonObject, JsonValue
 from services.ports import ProposalsAndSolutions, ProposeContext, SamplingParams
 from services.records import Proposal, Solution, SolveTask
 from services.rollouts.http_schemas import (
@@ -132,7 +133,7 @@ class HttpRollouts:
             lengths += counted
         return lengths
 
-    def _post(self, url: str, payload: dict[str, Any]) -> Any:
+    def _post(self, url: str, payload: JsonObject) -> JsonValue:
         began: float | None = None
         wait, tries = self.backoff_s, 0
         while True:

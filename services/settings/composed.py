@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from copy import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
@@ -115,26 +114,27 @@ def _as_values(value: object) -> object:
     return value.model_dump() if isinstance(value, BaseModel) else value
 
 
-def _put(sections: dict[str, Any], path: tuple[str, ...], name: str, value: object, *, default: bool) -> None:
+def _put(sections: dict[str, object], path: tuple[str, ...], name: str, value: object, *, default: bool) -> None:
     """Set `name` in the section at `path` (`default`: only where nothing set it)."""
     target = sections
     for part in path:
         current = _as_values(target.get(part))
         if current is not None and not isinstance(current, Mapping):
             return  # not a section's values: validation refuses it as it stands
-        target[part] = dict(current or {})
-        target = target[part]
+        nested: dict[str, object] = dict(current or {})
+        target[part] = nested
+        target = nested
     if default:
         target.setdefault(name, value)
     else:
         target[name] = value
 
 
-def into_sections(data: Mapping[str, Any]) -> dict[str, Any]:
+def into_sections(data: Mapping[str, object]) -> dict[str, object]:
     """Flat settings (and sections given whole) as one dict per section; the profile's defaults fill what nothing
     set. A name that is neither a setting nor a section stays where it is (validation refuses it, naming it)."""
-    grouped: dict[str, Any] = {key: value for key, value in data.items() if key not in FIELD_PLACES}
-    sections: dict[str, Any] = {name: grouped.pop(name) for name in SECTIONS if name in grouped}
+    grouped: dict[str, object] = {key: value for key, value in data.items() if key not in FIELD_PLACES}
+    sections: dict[str, object] = {name: grouped.pop(name) for name in SECTIONS if name in grouped}
     for key, value in data.items():
         if key in FIELD_PLACES:
             _put(sections, FIELD_PLACES[key].path, key, value, default=False)
@@ -185,7 +185,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _flat_names_into_sections(cls, data: Any) -> Any:
+    def _flat_names_into_sections(cls, data: object) -> object:
         return into_sections(data) if isinstance(data, Mapping) else data
 
     @model_validator(mode="after")
@@ -220,7 +220,7 @@ class Settings(BaseSettings):
         assert isinstance(copied, Settings)
         return copied._fill_mirrors()
 
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+    def model_copy(self, *, update: Mapping[str, object] | None = None, deep: bool = False) -> Settings:
         """pydantic's copy, whose `update` names sections (`{"rollout": ...}`). A flat name is refused, not stored
         beside the sections where no component would read it: `with_values(batch_size=2)` replaces a setting."""
         unknown = sorted(set(update or {}) - set(SECTIONS))

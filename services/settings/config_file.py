@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
 
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
@@ -59,7 +58,7 @@ def using_config_file(path: Path | None) -> Iterator[None]:
         _config_file.reset(token)
 
 
-def read_config_file(path: Path, known_fields: Iterable[str]) -> dict[str, Any]:
+def read_config_file(path: Path, known_fields: Iterable[str]) -> dict[str, object]:
     """The settings `path` sets, checked against `known_fields` (ConfigFileError naming the file and the key)."""
     try:
         with path.open("rb") as stream:
@@ -112,9 +111,9 @@ class ConfigFileSource(PydanticBaseSettingsSource):
         self.path = path
         self.values = read_config_file(path, settings_cls.model_fields) if path is not None else {}
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
         """The file's value for `field_name` (None when the file does not set it)."""
         return self.values.get(field_name), field_name, False
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         return dict(self.values)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def default_executor_python() -> str:
@@ -28,7 +27,7 @@ PACKAGED_SEED_FILES: tuple[Path, ...] = (
 """The authors' published seed triplets and induction tasks (services/data/seeds/README.md, MIT), shipped with the
 package: the embedded profile imports them before its first step."""
 
-PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
+PROFILE_DEFAULTS: dict[str, dict[str, object]] = {
     "embedded": {
         "database_url": "sqlite:///runs/azr.sqlite3",
         "queue_backend": "inprocess",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
-from sqlalchemy import ColumnElement, Text, cast, func, or_
+from sqlalchemy import ColumnElement, RowMapping, Text, cast, func, or_
 
 from services.algorithm.program_identity import program_and_entry_keys
 from services.algorithm.task_types import TaskType
@@ -15,13 +14,32 @@ from services.store.schema import buffer_entries
 
 BufferEntry = Triplet | InductionTask
 
+class EntryRow(TypedDict):
+    """Column values of a `buffer_entries` row, by column name (slot excluded: the store assigns it)."""
+
+    buffer: str
+    program: str
+    input: str | None
+    output: str | None
+    inputs: list[str] | None
+    outputs: list[str] | None
+    message: str | None
+    given_count: int | None
+    imports: list[str]
+    source: str
+    step: int
+    policy_version: int
+    program_hash: str
+    entry_key: str
+    created_at: datetime
+
 
 def as_utc(moment: datetime) -> datetime:
     """SQLite returns naive datetimes; every stored time is UTC."""
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
-def triplet_row(triplet: Triplet) -> dict[str, Any]:
+def triplet_row(triplet: Triplet) -> EntryRow:
     """Column values of a deduction/abduction triplet (slot excluded: the store assigns it)."""
     if triplet.buffer == TaskType.INDUCTION:
         raise ValueError("a Triplet belongs to the deduction or abduction buffer; use insert_induction for induction")
@@ -45,7 +63,7 @@ def triplet_row(triplet: Triplet) -> dict[str, Any]:
     }
 
 
-def induction_row(task: InductionTask) -> dict[str, Any]:
+def induction_row(task: InductionTask) -> EntryRow:
     """Column values of an induction task (slot excluded)."""
     if task.buffer != TaskType.INDUCTION:
         raise ValueError(f"an InductionTask belongs to the induction buffer, not {task.buffer.value!r}")
@@ -72,7 +90,7 @@ def induction_row(task: InductionTask) -> dict[str, Any]:
     }
 
 
-def entry_from_row(row: Mapping[Any, Any]) -> BufferEntry:
+def entry_from_row(row: RowMapping) -> BufferEntry:
     """The record a stored row holds, with `id` and `program_hash` filled in."""
     common = {
         "id": str(row["id"]),
@@ -100,7 +118,7 @@ def text_matches(text: str) -> ColumnElement[bool]:
     LIKE wildcards in `text` match themselves (autoescape). Both sides are lowered in SQL so PostgreSQL (whose LIKE
     is case-sensitive) and SQLite agree; NULL columns (e.g. `input` of induction rows) simply do not match."""
     needle = text.lower()
-    columns: list[ColumnElement[Any]] = [buffer_entries.c[name] for name in SEARCHED_COLUMNS]
+    columns: list[ColumnElement[str]] = [buffer_entries.c[name] for name in SEARCHED_COLUMNS]
     columns += [cast(buffer_entries.c.inputs, Text), cast(buffer_entries.c.outputs, Text)]
     return or_(*(func.lower(column).contains(needle, autoescape=True) for column in columns))
 

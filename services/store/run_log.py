@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, func, select
 
 from services.algorithm.task_types import Role, TaskType
+from services.json_types import JsonObject
 from services.ports import RunSummary, StepRecord
 from services.records import Episode
 from services.store.entry_rows import as_utc
 from services.store.schema import TASK_ID_LENGTH, episodes, runs, steps
+from services.store.statements import DialectInsert
 
 MAX_EPISODE_PAGE = 1000
 """Largest page `list_episodes` and `solve_history` return."""
@@ -38,17 +39,17 @@ def _now() -> datetime:
 class RunLog:
     """Run, step and episode tables behind `SqlTripletStore` (same engine, same transaction rules)."""
 
-    def __init__(self, reader: Engine, writer: Engine, insert: Callable[..., Any]) -> None:
+    def __init__(self, reader: Engine, writer: Engine, insert: DialectInsert) -> None:
         self._reader = reader
         self._writer = writer
         self._insert = insert  # the dialect's INSERT (it has on_conflict_do_nothing / _do_update)
 
-    def _ensure_runs(self, connection: Any, run_ids: Sequence[str]) -> None:
+    def _ensure_runs(self, connection: Connection, run_ids: Sequence[str]) -> None:
         rows = [{"run_id": run_id, "settings": {}, "created_at": _now()} for run_id in dict.fromkeys(run_ids)]
         if rows:
             connection.execute(self._insert(runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
 
-    def ensure_run(self, run_id: str, settings: dict[str, Any]) -> None:
+    def ensure_run(self, run_id: str, settings: JsonObject) -> None:
         """Create the run, or replace its recorded settings with these."""
         statement = self._insert(runs).values(run_id=run_id, settings=settings, created_at=_now())
         statement = statement.on_conflict_do_update(index_elements=["run_id"],
@@ -56,7 +57,7 @@ class RunLog:
         with self._writer.begin() as connection:
             connection.execute(statement)
 
-    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None:
+    def record_step(self, run_id: str, step: int, policy_version: int, metrics: JsonObject) -> None:
         """Upsert one step's policy version and metrics."""
         statement = self._insert(steps).values(run_id=run_id, step=step, policy_version=policy_version,
                                                metrics=metrics, recorded_at=_now())
@@ -136,7 +137,8 @@ class RunLog:
                       episodes.c.role == Role.SOLVE.value]
         return self._episode_page(conditions, limit, offset)
 
-    def _episode_page(self, conditions: list[Any], limit: int, offset: int) -> tuple[list[Episode], int]:
+    def _episode_page(self, conditions: list[ColumnElement[bool]], limit: int,
+                      offset: int) -> tuple[list[Episode], int]:
         with self._reader.connect() as connection:
             total = connection.execute(select(func.count()).select_from(episodes).where(*conditions)).scalar_one()
             page = (select(episodes.c.payload).where(*conditions)

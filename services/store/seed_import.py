@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from services.algorithm.task_types import TaskType
 from services.execution import ExecStatus
+from services.json_types import JsonObject
 from services.jsonl_rows import read_jsonl_rows
 from services.ports import CodeExecutor, TripletStore
 from services.records import RECORD_SCHEMA_VERSION, InductionTask, Triplet, TripletSource
@@ -67,11 +68,11 @@ read_seed_rows = read_jsonl_rows
 """(line number, row or None, problem or None) for every non-blank line of a seed file."""
 
 
-def _is_induction(row: dict[str, Any], buffer: BufferChoice) -> bool:
+def _is_induction(row: JsonObject, buffer: BufferChoice) -> bool:
     return buffer == "induction" or (buffer == "auto" and "inputs" in row and "input" not in row)
 
 
-def validate_seed_row(executor: CodeExecutor, line: int, row: dict[str, Any], buffer: BufferChoice) -> _Verdict:
+def validate_seed_row(executor: CodeExecutor, line: int, row: JsonObject, buffer: BufferChoice) -> _Verdict:
     """Run one row through the executor; the entries it would add (one per target buffer) or its rejection."""
     from services.algorithm.static_check import check_program
 

@@ -12,10 +12,9 @@ just those rows, with the buffer's size, in one statement (`slot_reader`). On Po
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, RowMapping, func, select, text
 
 from services.algorithm.task_types import (
     ZERO_TRIPLET_INPUT,
@@ -23,11 +22,13 @@ from services.algorithm.task_types import (
     ZERO_TRIPLET_PROGRAM,
     TaskType,
 )
+from services.json_types import JsonObject
 from services.ports import BufferStats, InsertOutcome
 from services.records import Episode, InductionTask, Triplet, TripletSource
 from services.store.engine import WRITE_OPTION, retry_on_disconnect
 from services.store.entry_rows import (
     BufferEntry,
+    EntryRow,
     as_utc,
     entry_from_row,
     induction_row,
@@ -105,7 +106,7 @@ class SqlTripletStore:
     def _existing_id(self, connection: Connection, buffer: str, key: str) -> int | None:
         return connection.execute(self._sql.existing_id, {"buffer": buffer, "entry_key": key}).scalar_one_or_none()
 
-    def _insert_row(self, row: dict[str, Any]) -> InsertOutcome:
+    def _insert_row(self, row: EntryRow) -> InsertOutcome:
         buffer = row["buffer"]
         with self._reader.connect() as reader:  # a duplicate is answered without taking the write lock
             known = self._existing_id(reader, buffer, row["entry_key"])
@@ -240,7 +241,7 @@ class SqlTripletStore:
         wanted = list(dict.fromkeys(row_id for row_id in map(parse_entry_id, new_ids) if row_id is not None))
         state = rng.getstate()
         for _ in range(DRAW_ATTEMPTS):
-            found: dict[int, Mapping[Any, Any]] = {}
+            found: dict[int, RowMapping] = {}
             if wanted and size > 0:
                 with self._reader.connect() as connection:
                     rows = connection.execute(self._sql.by_ids, {"buffer": name, "ids": wanted}).mappings()
@@ -249,7 +250,7 @@ class SqlTripletStore:
             new_slots = {row["slot"] for row in new_rows}
             distinct = [0]  # how many fill entries were drawn without replacement (set by the successful draw)
 
-            def choose(sizes: dict[str, int], new_rows: list[Mapping[Any, Any]] = new_rows,
+            def choose(sizes: dict[str, int], new_rows: list[RowMapping] = new_rows,
                        new_slots: set[int] = new_slots, distinct: list[int] = distinct) -> tuple[str, list[int]]:
                 count = size - len(new_rows)
                 distinct[0] = max(0, min(count, sizes[name] - len(new_slots)))
@@ -268,12 +269,12 @@ class SqlTripletStore:
 
     # --- run log -----------------------------------------------------------------------------------------------------
     @retry_on_disconnect
-    def ensure_run(self, run_id: str, settings: dict[str, Any]) -> None:
+    def ensure_run(self, run_id: str, settings: JsonObject) -> None:
         """Create the run, or replace its recorded settings with these (the latest resolved settings win)."""
         self.runs.ensure_run(run_id, settings)
 
     @retry_on_disconnect
-    def record_step(self, run_id: str, step: int, policy_version: int, metrics: dict[str, Any]) -> None:
+    def record_step(self, run_id: str, step: int, policy_version: int, metrics: JsonObject) -> None:
         """Upsert one step's metrics (creating the run if needed)."""
         self.runs.record_step(run_id, step, policy_version, metrics)
 

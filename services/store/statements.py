@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 
@@ -15,6 +14,10 @@ from services.store.schema import buffer_entries, buffer_sizes
 
 PROTECTED_SOURCES = ("zero", "seed")
 """Sources never evicted by the cap (TripletSource.ZERO, TripletSource.SEED)."""
+
+DialectInsert = Callable[[Table], postgresql.Insert | sqlite.Insert]
+"""The dialect's INSERT construct of a table: PostgreSQL's or SQLite's, each with on_conflict_do_nothing /
+on_conflict_do_update."""
 
 entries = buffer_entries.c
 sizes = buffer_sizes.c
@@ -34,7 +37,7 @@ class BufferStatements:
     at_slots: Executable  # buffer, slots (a list)
     by_ids: Executable  # buffer, ids (a list)
     by_id: Executable  # buffer, entry_id
-    insert: Callable[..., Any]  # the dialect's INSERT construct (on_conflict_do_nothing / _do_update)
+    insert: DialectInsert  # the dialect's INSERT construct (on_conflict_do_nothing / _do_update)
 
 
 def build_statements(dialect_name: str) -> BufferStatements:
