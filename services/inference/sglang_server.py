@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -141,6 +141,15 @@ def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = N
     admin = [Depends(admin_guard(admin_api_key))]
     refused = _documented(400, 401) if admin_api_key else _documented(400)
 
+    _add_error_handlers(app)
+    _add_generate_route(app, engine, gate, pause_wait_s)
+    _add_control_routes(app, engine, gate, admin, refused)
+    _add_info_routes(app, engine, gate)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every refusal in SGLang's error shape."""
     @app.exception_handler(AdminKeyRefused)
     async def _refused(_: Request, __: AdminKeyRefused) -> JSONResponse:
         return JSONResponse({"object": "error", "message": "Unauthorized: this endpoint needs the admin API key",
@@ -159,6 +168,10 @@ def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = N
     async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
         return error_response(str(exc))
 
+
+def _add_generate_route(app: FastAPI, engine: InProcessEngine, gate: GenerationGate, pause_wait_s: float | None
+                        ) -> None:
+    """`POST /generate`."""
     @app.post("/generate", response_model=GenerateItem | list[GenerateItem], responses={
         **_documented(400, 500, 503, s400=(
             "Malformed request, or one this server refuses: not exactly one of text or input_ids, an empty prompt, "
@@ -197,6 +210,10 @@ def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = N
             return JSONResponse(items)
         return JSONResponse(items[0])
 
+
+def _add_control_routes(app: FastAPI, engine: InProcessEngine, gate: GenerationGate, admin: list[params.Depends],
+                        refused: dict[int | str, JsonObject]) -> None:
+    """The admin endpoints: new weights from disk, pause and continue."""
     @app.post("/update_weights_from_disk", dependencies=admin, response_model=UpdateWeightsFromDiskResponse,
               responses={**refused, 400: {
                   "model": ServerError | UpdateWeightsFromDiskResponse,
@@ -234,6 +251,9 @@ def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = N
         gate.resume()
         return ControlResponse(message="Generation continued successfully.", status="ok")
 
+
+def _add_info_routes(app: FastAPI, engine: InProcessEngine, gate: GenerationGate) -> None:
+    """The model's info, readiness and liveness."""
     @app.get("/model_info", response_model=ModelInfoResponse)
     @app.get("/get_model_info", response_model=ModelInfoResponse)
     def model_info() -> ModelInfoResponse:
@@ -262,5 +282,3 @@ def create_inference_app(engine: InProcessEngine, pause_wait_s: float | None = N
     def healthz() -> HealthResponse:
         """Liveness: the process answers."""
         return HealthResponse(status="ok")
-
-    return app
