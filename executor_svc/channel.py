@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Protocol
 
-from services.json_types import JsonObject
+from executor_svc.wire_types import JsonObject
 
 
 class WorkerLost(Exception):

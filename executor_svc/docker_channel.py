@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
-from services.json_types import JsonObject
+from executor_svc.wire_types import JsonObject
 
 MAX_REPLY_BYTES = 256 << 20
 SEND_TIMEOUT_S = 30.0

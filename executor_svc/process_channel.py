@@ -23,8 +23,8 @@ from typing import Any
 
 from executor_svc.channel import ReplyTimeout, WorkerLost, take_reply
 from executor_svc.errors import SandboxUnavailable
+from executor_svc.wire_types import JsonObject
 from executor_svc.worker import PROTOCOL_VERSION
-from services.json_types import JsonObject
 
 NOGROUP = 65534
 WORKER_UID_BASE = 10_000_000  # far above host accounts and the usual subuid ranges (100000 + 65536 * n)

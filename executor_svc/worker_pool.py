@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from executor_svc.channel import ReplyTimeout, WorkerChannel, WorkerLost
 from executor_svc.errors import ExecutorClosed, SandboxUnavailable, WorkerCrashed
+from executor_svc.wire_types import JsonObject
 from executor_svc.worker import PROTOCOL_VERSION, RunRequest
-from services.json_types import JsonObject
 
 ChannelFactory = Callable[[int], WorkerChannel]
 """Starts one worker whose interpreter runs with the given PYTHONHASHSEED."""
