@@ -183,17 +183,23 @@ def _append_tokens(rows: list[RawSample], tokens: list[int], logprobs: list[floa
                    detokenize: Callable[[Sequence[int]], str]) -> list[int]:
     """One step's chosen token (and its log-prob) onto each live row; the rows that go on (not stopped by an EOS
     token or a stop string), by position in ``rows``."""
-    keep = []
-    for row, (sample, token, logprob) in enumerate(zip(rows, tokens, logprobs)):
-        sample.output_ids.append(token)
-        sample.logprobs.append(logprob)
-        if token in eos_ids:
-            sample.finish_reason, sample.matched = "stop", token
-        elif spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
-            sample.finish_reason, sample.matched = "stop", hit[1]
-        else:
-            keep.append(row)
-    return keep
+    return [row for row, (sample, token, logprob) in enumerate(zip(rows, tokens, logprobs))
+            if not append_token(sample, token, logprob, spec, eos_ids, detokenize)]
+
+
+def append_token(sample: RawSample, token: int, logprob: float, spec: RowSpec, eos_ids: set[int],
+                 detokenize: Callable[[Sequence[int]], str]) -> bool:
+    """Add one sampled token (and its log-prob) to ``sample``; True, with its finish reason set, when it stopped it
+    (an EOS token, or a stop string now in its text). Both engines' decoding loops call it."""
+    sample.output_ids.append(token)
+    sample.logprobs.append(logprob)
+    if token in eos_ids:
+        sample.finish_reason, sample.matched = "stop", token
+        return True
+    if spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
+        sample.finish_reason, sample.matched = "stop", hit[1]
+        return True
+    return False
 
 
 def with_texts(samples: list[RawSample], spec: RowSpec, detokenize: Callable[[Sequence[int]], str]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from services.inference.decoding import DecodeProgress, FinishReason, RawSample, RowSpec, first_stop, with_texts
+from services.inference.decoding import DecodeProgress, FinishReason, RawSample, RowSpec, append_token, with_texts
 from services.inference.llama_cpp_runtime import LlamaContext, Token
 from services.inference.prefill import shared_prefix_plan
 from services.inference.sampling import choose_tokens
@@ -131,15 +131,8 @@ def _decode_wave(context: LlamaContext, prompts: Sequence[Sequence[int]], wave: 
         counted.sampled += len(live)
         still = []
         for row, token, logprob in zip(live, tokens.tolist(), logprobs.tolist()):
-            sample = row.sample
-            sample.output_ids.append(token)
-            sample.logprobs.append(logprob)
             row.position += 1
-            if token in eos_ids:
-                sample.finish_reason, sample.matched = "stop", token
-            elif spec.stop and (hit := first_stop(detokenize(sample.output_ids), spec.stop)) is not None:
-                sample.finish_reason, sample.matched = "stop", hit[1]
-            else:
+            if not append_token(row.sample, token, logprob, spec, eos_ids, detokenize):
                 still.append(row)
                 continue
             context.drop_sequence(row.sequence)
