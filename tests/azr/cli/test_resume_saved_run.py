@@ -15,16 +15,7 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "runs" / "pre-issue-38"
-PRE_ISSUE_38_RESUMED = {
-    "run_id", "run_root", "profile", "model", "seed", "batch_size", "max_response_tokens", "max_prompt_tokens",
-    "learnability_samples", "references_k", "induction_inputs", "temperature", "top_p", "learning_rate",
-    "entropy_coef", "micro_batch_size", "seed_multiplier", "seed_max_rounds", "buffer_cap", "executor_workers",
-    "executor_timeout_s", "device", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode",
-    "loss_agg_micro_batch_size", "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports",
-    "skip_zero_advantage_batches", "lora_rank", "lora_alpha", "lora_dropout", "lora_target_modules", "weight_decay",
-    "grad_clip", "ppo_epochs", "micro_batch_tokens", "logprob_chunk_tokens", "gradient_checkpointing",
-    "trainer_bf16", "trainer_bf16_cpu", "local_engine_dtype", "local_engine_int8", "local_engine_int8_keep_float",
-    "local_engine_int8_per_channel", "behaviour_is_cap"}
+PRE_ISSUE_38_RESUMED = set(json.loads((FIXTURE / "resumed-fields.json").read_text()))
 """The 48 settings `azr run --resume` took from settings.json when the fixture was made."""
 
 
