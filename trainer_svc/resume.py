@@ -64,6 +64,7 @@ class LoadedPolicy:
     restored: bool = False  # True when restored from `checkpoint`, one of the run's checkpoints
     checkpoint: Path | None = None  # the restored checkpoint (`source` too, unless it holds LoRA adapters only:
     # then `source` is its base model, and `UpdateCycle.start` pushes the merged weights to every server)
+    snapshot_run_step: int = 0  # a new run from a snapshot (`lora_init_adapter`): the run step it was taken at
 
 
 def load_model_and_tokenizer(model_dir: Path) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
@@ -133,8 +134,9 @@ def fresh_trainer(model_dir: Path, settings: TrainerSettings, ranks: RankInfo | 
         # Version 0 is the base model, which every engine serves at start: adapters that are not the base's need
         # another version, or the engines, already "at" version 0, would never take them.
         trainer.step, trainer.policy_version = header["step"], max(1, header["policy_version"])
-    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir),
-                        restored=lora.lora_init_adapter is not None)
+        return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir), restored=True,
+                            snapshot_run_step=int(header["run_step"]))
+    return LoadedPolicy(trainer=trainer, tokenizer=tokenizer, source=Path(model_dir))
 
 
 def restore_trainer(run_dir: Path, settings: TrainerSettings, ranks: RankInfo | None = None,

@@ -93,7 +93,8 @@ def open_embedded_run(settings: Settings, say: Say, *,
         replay_uncommitted_steps(store, settings.run.run_id, trainer, channels.queue, say)
         built = parts.self_play(settings, closers, store=store, executor=executor,
                                 rollouts=parts.rollouts(settings, closers, engine), episodes=channels.queue,
-                                say=say, updater=trainer, on_step=prometheus.observe_step)
+                                say=say, updater=trainer, on_step=prometheus.observe_step,
+                                continues_after_step=loaded.snapshot_run_step)
         api = start_run_api(settings, store, executor, prometheus.registry, say)
         if api is not None:
             closers.callback(api.close)
@@ -125,7 +126,12 @@ def load_policy(settings: Settings, model_dir: Path, say: Say) -> LoadedPolicy:
 def say_loaded(settings: Settings, loaded: LoadedPolicy, engine: InProcessEngine, say: Say) -> None:
     """Where the policy came from: a checkpoint (its version and step) or the base model (and the engine's dtype)."""
     version = int(loaded.trainer.policy_version)
-    if version:
+    snapshot = settings.trainer.lora.lora_init_adapter
+    if snapshot is not None and loaded.checkpoint is None:
+        say(f"started from the snapshot {snapshot} (run step {loaded.snapshot_run_step}, policy version {version}, "
+            f"trainer step {loaded.trainer.step}): AdamW moments restart from zero at step "
+            f"{loaded.snapshot_run_step + 1}, buffers from the seed files")
+    elif version:
         say(f"resumed from {loaded.checkpoint or loaded.source} (policy version {version}, "
             f"trainer step {loaded.trainer.step})")
     else:

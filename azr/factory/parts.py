@@ -191,12 +191,13 @@ class SelfPlay:
 def self_play(settings: Settings, closers: ExitStack, *, store: StepStore, executor: CodeExecutor,
               rollouts: Rollouts, episodes: EpisodeQueue, say: Say, updater: PolicyUpdater | None = None,
               versions: PolicyVersionBoard | None = None, on_step: StepObserver | None = None,
-              steps_are_total: bool = False) -> SelfPlay:
+              steps_are_total: bool = False, continues_after_step: int = 0) -> SelfPlay:
     """Algorithm 1 from settings, the same in both profiles: the step (propose, validate, solve, reward, episodes;
     its thread pool closed with `closers`) and the loop (seeding, steps, policy versions, periodic evaluation, the
     metrics log and its sinks, closed with `closers`).
     `updater`: the embedded profile's in-process trainer; `versions`: the distributed trainer's policy-version board.
-    `steps_are_total`: `steps` is the run's target step (`azr coordinator`), not a number of steps more (`azr run`)."""
+    `steps_are_total`: `steps` is the run's target step (`azr coordinator`), not a number of steps more (`azr run`).
+    `continues_after_step`: a new run from another run's snapshot numbers its steps after that run's."""
     from services.evaluation.periodic import PeriodicEvaluation
 
     run, rollout = settings.run, settings.rollout
@@ -206,7 +207,8 @@ def self_play(settings: Settings, closers: ExitStack, *, store: StepStore, execu
     closers.callback(runner.close)
     options = LoopOptions(steps=run.steps, seed=run.seed, seed_target=rollout.batch_size * rollout.seed_multiplier,
                           seed_max_rounds=rollout.seed_max_rounds, max_staleness=rollout.max_staleness,
-                          until_step=run.steps if steps_are_total else None)
+                          until_step=run.steps if steps_are_total else None,
+                          continues_after_step=continues_after_step)
     evaluation = PeriodicEvaluation.from_settings(settings.observability, rollout, runner.rollouts, executor, say)
     metrics = metrics_log(settings, closers, say)
     loop = SelfPlayLoop(run_id=run.run_id, step_runner=runner, store=store, metrics=metrics, options=options,

@@ -43,6 +43,9 @@ class LoopOptions:
     # The run's target step, a total: run the steps after the last recorded one up to this one, so a restarted
     # `azr coordinator --steps N` ends at step N, never N more. None: `steps` more (`azr run --resume --steps N`).
     until_step: int | None = None
+    # A new run started from another run's snapshot (`lora_init_adapter`) continues that run's step count: its first
+    # step is this one + 1, after seeding its buffers like any new run (they restart from the seed files).
+    continues_after_step: int = 0
 
 
 class SelfPlayLoop:
@@ -82,16 +85,19 @@ class SelfPlayLoop:
         """Seed (first invocation only), then run the steps `options` ask for (up to `until_step`, or `steps` more);
         returns their metrics lines."""
         self.policy_version = policy_version
-        first = self.last_step() + 1
+        recorded = self.last_step()
+        first = max(recorded, self.options.continues_after_step) + 1
         last = self.options.until_step if self.options.until_step is not None else first + self.options.steps - 1
-        if last < first and first > 1:  # a fresh run still seeds its buffers (`azr run --steps 0`)
+        if last < first and recorded > 0:  # a fresh run still seeds its buffers (`azr run --steps 0`)
             self.say(f"run {self.run_id} already recorded step {first - 1}; its target is step {last}: "
                      "nothing to run")
             return []
-        if first > 1 and self.options.until_step is not None:
+        if recorded > 0 and self.options.until_step is not None:
             self.say(f"resuming run {self.run_id} after step {first - 1}: steps {first}..{last}")
+        if recorded == 0 and first > 1:
+            self.say(f"run {self.run_id} continues the run its snapshot was taken from: steps from {first}")
         rng = random.Random(f"{self.options.seed}:{first}")
-        if first == 1:
+        if recorded == 0:
             report = self.seed(self.step_runner.config, rng)
             self.say(f"seeding done: {report}")
         if self.versions is not None:
