@@ -107,14 +107,15 @@ def full_sequence_labels(mb: MicroBatch, device: torch.device) -> torch.Tensor:
     return labels
 
 
-def random_init_model(model_dir: Path) -> tuple[torch.nn.Module, object]:
-    """The model of ``model_dir``'s config.json with seeded random float32 weights, and its tokenizer."""
+def random_init_model(model_dir: Path, tokenizer_dir: Path | None = None) -> tuple[torch.nn.Module, object]:
+    """The model of ``model_dir``'s config.json with seeded random float32 weights, and its tokenizer (from
+    ``tokenizer_dir`` when given: shapes of one family share one, and a GPU lease carries 64 MiB)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(0)
     config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    return model, AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    return model, AutoTokenizer.from_pretrained(tokenizer_dir or model_dir, local_files_only=True)
 
 
 def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer, list[Episode]]:
@@ -126,7 +127,8 @@ def load(args: argparse.Namespace, micro_batch_size: int) -> tuple[PolicyTrainer
                         gradient_checkpointing=args.gradient_checkpointing, trainer_bf16=args.bf16,
                         trainer_bf16_cpu=args.bf16, **FULL_UPDATE)
     model_dir = resolve_model(args.model)
-    model, tokenizer = random_init_model(model_dir) if args.random_init else load_model_and_tokenizer(model_dir)
+    model, tokenizer = (random_init_model(model_dir, args.tokenizer) if args.random_init
+                        else load_model_and_tokenizer(model_dir))
     if settings.trainer.gradient_checkpointing:
         checkpoint_decoder_layers(model)
     trainer = PolicyTrainer(model, settings.trainer, pad_id=pad_id_of(tokenizer), device=resolve_device(args.device))
@@ -177,6 +179,8 @@ def child_peak(args: argparse.Namespace, micro_batch_size: int, mode: str) -> di
                "--bf16" if args.bf16 else "--no-bf16", "--plain-logits", args.plain_logits]
     if args.random_init:
         command.append("--random-init")
+    if args.tokenizer is not None:
+        command += ["--tokenizer", str(args.tokenizer)]
     out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
         if "OutOfMemoryError" in out.stderr or out.returncode == -9:
@@ -199,12 +203,18 @@ def main() -> None:
                         help="cap on padded tokens per micro-batch")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (1 on a shared machine)")
     parser.add_argument("--random-init", action="store_true", help="config's architecture, random weights")
+    parser.add_argument("--tokenizer", type=Path, default=None, help="with --random-init: the tokenizer's folder "
+                        "(default: the model's)")
     parser.add_argument("--gradient-checkpointing", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
                         help="bf16 autocast on CUDA (ignored on CPU)")
     parser.add_argument("--plain-logits", choices=("full", "response"), default="full",
                         help="baseline's logits: every position (standard LM step) or response positions only")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: by name)")
+    parser.add_argument("--only", choices=("throughput", "memory", "both"), default="both",
+                        help="the throughput comparison, the memory table, or both (a time-limited GPU lease runs "
+                             "them as separate calls so one finished part is kept)")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=("trr", "plain"), default="trr", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -213,15 +223,34 @@ def main() -> None:
     if args.child:
         print(json.dumps(peak_memory(args)))
         return
-    sizes = [int(s) for s in args.micro_batch_sizes.split(",") if s]
+    sizes = [int(s) for s in args.micro_batch_sizes.split(",") if s] if args.only != "throughput" else []
     # children first: once this process has trained, its CUDA cache would crowd theirs out of the GPU
     peaks = {size: (child_peak(args, size, "trr"), child_peak(args, size, "plain")) for size in sizes}
-    result = throughput(args)
     device = resolve_device(args.device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} threads"
+    setup = {"model": args.model, "random_init": args.random_init, "device": where, "torch": torch.__version__,
+             "bf16": args.bf16 and device.type == "cuda", "gradient_checkpointing": args.gradient_checkpointing,
+             "plain_logits": args.plain_logits, "episodes": 6 * args.per_group, "prompt_len": args.prompt_len,
+             "response_len": args.response_len, "micro_batch_size": args.micro_batch_size}
     print(f"model {args.model}{' (random init)' if args.random_init else ''} on {where}, torch {torch.__version__}, "
-          f"bf16 {args.bf16 and device.type == 'cuda'}, activation checkpointing {args.gradient_checkpointing}, "
+          f"bf16 {setup['bf16']}, activation checkpointing {args.gradient_checkpointing}, "
           f"baseline logits: {args.plain_logits}")
+    result: dict[str, float] = {}
+    if args.only != "memory":
+        result = throughput(args)
+        print_throughput(args, result)
+    if peaks:
+        print("  peak memory per micro-batch size (fresh process each):")
+        print("    micro-batch   TRR++ MiB   plain MiB   kind")
+        for size, (trr, plain) in peaks.items():
+            print(f"    {size:11d}   {trr['peak_mb']:9.0f}   {plain['peak_mb']:9.0f}   {trr['kind']} / {plain['kind']}")
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps({"setup": setup, "throughput": result,
+                                             "peak_memory": {str(size): {"trr": trr, "plain": plain}
+                                                             for size, (trr, plain) in peaks.items()}}, indent=1))
+
+
+def print_throughput(args: argparse.Namespace, result: dict[str, float]) -> None:
     print(f"  {6 * args.per_group} episodes, {result['tokens']} response tokens ({result['all_tokens']} with prompts), "
           f"prompt ~{args.prompt_len}, response ~{args.response_len}, micro-batch {args.micro_batch_size}")
     for name, key in (("plain forward+backward+AdamW", "plain"), ("TRR++ PPO update            ", "trr")):
@@ -230,10 +259,6 @@ def main() -> None:
         print(f"  {name}: {result[f'{key}_tokens_per_s']:10.1f} response tokens/s, "
               f"{result['all_tokens'] / result[f'{key}_s']:10.1f} tokens/s{extra}")
     print(f"  overhead of TRR++ vs plain  : {100 * result['overhead']:+.1f}%  (target <= +10%)")
-    print("  peak memory per micro-batch size (fresh process each):")
-    print("    micro-batch   TRR++ MiB   plain MiB   kind")
-    for size, (trr, plain) in peaks.items():
-        print(f"    {size:11d}   {trr['peak_mb']:9.0f}   {plain['peak_mb']:9.0f}   {trr['kind']} / {plain['kind']}")
 
 
 if __name__ == "__main__":
