@@ -5,6 +5,11 @@ The backbone runs over prompt + response; only the hidden states at the position
 inside the log-prob function (`trainer_svc.head_logprobs`), so neither [b, L, V] nor [b, R, V] logits ever exist.
 Limit: this assumes logits = lm_head(last hidden state), true for the Qwen2/Llama/SmolLM families we use; a model
 with a final logit soft-cap (e.g. Gemma 2) would need its cap applied here.
+
+With ``prompt_gradient`` False (`TrainerSettings.prompt_gradient`; not in the paper) the prompt, all but its last
+token, runs first without autograd and leaves its keys and values in a `FrozenPrefixCache`; then the positions that
+predict response tokens run with gradients on top of it. Same values; the gradient leaves out what reaches the
+weights through the prompt's keys and values.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from torch import nn
+from transformers import DynamicCache
 
 from services.compute.cpu_features import cpu_has_native_bf16
 from services.inference.causal_lm import hf_model
@@ -21,13 +27,57 @@ from trainer_svc.batching import MicroBatch
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS, head_logprobs_and_entropy
 
 
+class FrozenPrefixCache(DynamicCache):
+    """A key/value cache filled once (the prompt's), then frozen: `update` returns the prefix's keys and values with
+    the new ones appended without storing them, so a forward over the rest of the sequence can run again with the
+    same result (activation checkpointing recomputes it in the backward)."""
+
+    frozen = False
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args: object,
+               **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.frozen:
+            return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        layer = self.layers[layer_idx]
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        if not isinstance(keys, torch.Tensor) or not isinstance(values, torch.Tensor):
+            raise TypeError(f"layer {layer_idx} of the prompt's cache holds no keys and values (an attention kind "
+                            "prompt_gradient = false does not support)")
+        return torch.cat([keys, key_states], dim=-2), torch.cat([values, value_states], dim=-2)
+
+
 def response_hidden(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    response_positions: torch.Tensor) -> torch.Tensor:
+                    response_positions: torch.Tensor, prompt_gradient: bool = True) -> torch.Tensor:
     """[b, R, H] last hidden states at the positions predicting each response token (padding rows hold junk)."""
+    if not prompt_gradient and int(response_positions[:, 0].min()) > 0:  # every prompt longer than one token
+        return _hidden_over_frozen_prompt(model, input_ids, attention_mask, response_positions)
     backbone = hf_model(model).base_model
     hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
     rows = torch.arange(hidden.shape[0], device=hidden.device).unsqueeze(1)
     return hidden[rows, response_positions]
+
+
+def _hidden_over_frozen_prompt(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                               response_positions: torch.Tensor) -> torch.Tensor:
+    """`response_hidden` with the prompt's forward outside autograd. Row i's prefix is its first p_i tokens, p_i =
+    ``response_positions[i, 0]`` (the prompt but its last token), right-padded to the longest [b, P]; the tail is the
+    tokens at ``response_positions`` [b, R] (the last prompt token and the response but its last), at those
+    positions, attending to the row's prefix and to its own earlier tail tokens."""
+    causal = hf_model(model)
+    backbone = causal.base_model
+    rows = torch.arange(input_ids.shape[0], device=input_ids.device).unsqueeze(1)
+    prefix_lengths = response_positions[:, 0]
+    width = max(int(prefix_lengths.max()), 1)
+    prefix_mask = (torch.arange(width, device=input_ids.device).unsqueeze(0) < prefix_lengths.unsqueeze(1))
+    tail_ids = input_ids[rows, response_positions]
+    # a row's padding sits after its tail, so causality alone keeps it from the tail's real positions
+    tail_mask = attention_mask[rows, response_positions].bool() & (response_positions >= prefix_lengths.unsqueeze(1))
+    cache = FrozenPrefixCache(config=causal.config)
+    with torch.no_grad():
+        backbone(input_ids=input_ids[:, :width], attention_mask=prefix_mask.long(), cache=cache, use_cache=True)
+    cache.frozen = True
+    return backbone(input_ids=tail_ids, attention_mask=torch.cat([prefix_mask, tail_mask], dim=1).long(),
+                    position_ids=response_positions, cache=cache, use_cache=True).last_hidden_state
 
 
 def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:
@@ -45,8 +95,9 @@ def _head_of(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 def _logprobs_of(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                  response_positions: torch.Tensor, response_ids: torch.Tensor, temperature: float,
-                 with_entropy: bool, chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    picked = response_hidden(model, input_ids, attention_mask, response_positions)
+                 with_entropy: bool, chunk_tokens: int,
+                 prompt_gradient: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    picked = response_hidden(model, input_ids, attention_mask, response_positions, prompt_gradient)
     weight, bias = _head_of(model)
     return head_logprobs_and_entropy(picked, weight, bias, response_ids, temperature=temperature,
                                      with_entropy=with_entropy, chunk_tokens=chunk_tokens)
@@ -67,14 +118,16 @@ class ResponseLogprobs(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_positions: torch.Tensor,
                 response_ids: torch.Tensor, temperature: float = 1.0, with_entropy: bool = True,
-                chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor | None]:
+                chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+                prompt_gradient: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(log-probs [b, R], entropies [b, R] or None) of the response tokens (see `logprobs_and_entropy`)."""
         return _logprobs_of(self.policy, input_ids, attention_mask, response_positions, response_ids, temperature,
-                            with_entropy, chunk_tokens)
+                            with_entropy, chunk_tokens, prompt_gradient)
 
 
 def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool = True, temperature: float = 1.0,
-                         chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> tuple[torch.Tensor, torch.Tensor | None]:
+                         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+                         prompt_gradient: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log π(response token) [b, R], entropy of π at that position [b, R] or None), in float32.
 
     The log-softmax of the logits shifted by one (divided by the rollout ``temperature``, as the engines define the
@@ -82,11 +135,13 @@ def logprobs_and_entropy(model: nn.Module, mb: MicroBatch, *, with_entropy: bool
     computed from pad inputs and must be masked by ``mb.response_mask``. The LM head runs per ``chunk_tokens``
     response positions inside the function (`trainer_svc.head_logprobs`), so no [b, R, V] tensor is ever built.
     ``model`` is the causal LM, or the `ResponseLogprobs` module around it that FSDP shards as its root.
+    ``prompt_gradient`` False: the prompt's forward runs without autograd (the module docstring).
     """
     args = (mb.input_ids, mb.attention_mask, mb.response_positions, mb.response_ids)
     if isinstance(model, ResponseLogprobs):
-        return model(*args, temperature=temperature, with_entropy=with_entropy, chunk_tokens=chunk_tokens)
-    return _logprobs_of(model, *args, temperature, with_entropy, chunk_tokens)
+        return model(*args, temperature=temperature, with_entropy=with_entropy, chunk_tokens=chunk_tokens,
+                     prompt_gradient=prompt_gradient)
+    return _logprobs_of(model, *args, temperature, with_entropy, chunk_tokens, prompt_gradient)
 
 
 def autocast_for(device: torch.device, bf16: bool) -> AbstractContextManager[object]:

@@ -96,7 +96,8 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
                          entropy_coef: float, device: torch.device, bf16: bool = False,
                          temperature: float = 1.0, share: RankShare | None = None,
                          chunk_tokens: int = DEFAULT_CHUNK_TOKENS, token_count: int | None = None,
-                         on_micro_batch: Callable[[MicroBatchProgress], None] | None = None) -> AccumulatedStats:
+                         on_micro_batch: Callable[[MicroBatchProgress], None] | None = None,
+                         prompt_gradient: bool = True) -> AccumulatedStats:
     """Backpropagate the batch loss, one micro-batch at a time, adding into ``.grad`` (no optimizer step).
 
     Each micro-batch contributes Σ_tokens ℓ_t / N with N = the response tokens of the whole batch, so the accumulated
@@ -109,6 +110,7 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
     micro-batch (a live display). ``policy_loss``: Eq 9's clip range and dual clip. ``loss_weights``: [B] weight of
     every response token of episode b in the batch loss (`PolicyLoss.episode_weights` of the whole batch, indexed by
     `episode_index`), for the pg loss and the entropy bonus alike; default, a token-mean over N.
+    ``prompt_gradient`` False: prompts run without autograd (`TrainerSettings.prompt_gradient`).
     """
     began = time.perf_counter()
     if token_count is None:
@@ -119,7 +121,8 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
         cpu_mb = micro_batches[index]
         mb = cpu_mb.to(device)
         with autocast_for(device, bf16):
-            logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature, chunk_tokens=chunk_tokens)
+            logprobs, entropy = logprobs_and_entropy(model, mb, temperature=temperature, chunk_tokens=chunk_tokens,
+                                                     prompt_gradient=prompt_gradient)
         assert entropy is not None
         if not bool(mb.has_old_logprobs.all()):
             recomputed = logprobs.detach().float()
@@ -141,7 +144,7 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
                                               elapsed_s=time.perf_counter() - began))
     for _ in range(share.idle_passes):
         idle_pass(model, micro_batches[0], device=device, bf16=bf16, temperature=temperature,
-                  chunk_tokens=chunk_tokens)
+                  chunk_tokens=chunk_tokens, prompt_gradient=prompt_gradient)
     return stats
 
 
@@ -172,12 +175,12 @@ def add_mismatch(stats: AccumulatedStats, recomputed: torch.Tensor, mb: MicroBat
 
 
 def idle_pass(model: nn.Module, cpu_mb: MicroBatch, *, device: torch.device, bf16: bool, temperature: float,
-              chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> None:
+              chunk_tokens: int = DEFAULT_CHUNK_TOKENS, prompt_gradient: bool = True) -> None:
     """A forward and backward whose loss is 0 × a real one: FSDP's collectives run, the gradient gets nothing."""
     mb = cpu_mb.to(device)
     with autocast_for(device, bf16):
         logprobs, _ = logprobs_and_entropy(model, mb, with_entropy=False, temperature=temperature,
-                                           chunk_tokens=chunk_tokens)
+                                           chunk_tokens=chunk_tokens, prompt_gradient=prompt_gradient)
     (logprobs.sum() * 0.0).backward()
 
 
@@ -277,7 +280,7 @@ class PolicyTrainer:
                                          device=self.device, bf16=self.bf16,
                                          temperature=s.temperature, share=share,
                                          chunk_tokens=s.logprob_chunk_tokens, token_count=stats.tokens,
-                                         on_micro_batch=self.on_micro_batch)
+                                         on_micro_batch=self.on_micro_batch, prompt_gradient=s.prompt_gradient)
             if epoch == 0:
                 first_epoch = stats
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)

@@ -54,7 +54,7 @@ class TrainerSettings(SettingsSection):
         "learning_rate", "grad_clip", "weight_decay", "entropy_coef", "skip_zero_advantage_batches", "clip_ratio_low",
         "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size", "trr_statistics",
         "behaviour_is_cap", "ppo_epochs", "micro_batch_size", "micro_batch_tokens", "logprob_chunk_tokens",
-        "gradient_checkpointing", "trainer_bf16", "trainer_bf16_cpu"})
+        "gradient_checkpointing", "prompt_gradient", "trainer_bf16", "trainer_bf16_cpu"})
     MIRRORED: ClassVar[dict[str, str]] = {"device": "run", "temperature": "rollout"}
 
     learning_rate: float = Field(1e-6, gt=0)
@@ -116,6 +116,14 @@ class TrainerSettings(SettingsSection):
     compute, activation memory of one layer instead of all. On in both profiles: embedded, where a 0.5B model's
     micro-batch of ~2k-token sequences otherwise needs more than a 24 GB machine has, and distributed (8,096-token
     responses), where under torchrun each decoder layer is checkpointed before FSDP shards it."""
+    prompt_gradient: bool = True
+    """True (the paper, the authors' code): the update's gradient flows through the whole sequence. False (not in the
+    paper; a CPU lever): each prompt, but its last token, runs without autograd and leaves its keys and values as
+    constants, and only the positions that predict response tokens run with gradients (Transformer-XL's stop-gradient
+    on its cached segment). The log-probs, ratios and losses are the same numbers; the gradient leaves out what
+    reaches the weights through the prompt's keys and values. A proposer's ~1,800-token prompt costs one forward
+    instead of a forward, a recomputation and a backward (docs/trainer-scaling.md has the measured cost and how far
+    the gradient moves)."""
     trainer_bf16: bool = True
     """Run the trainer's forward passes under bf16 autocast on CUDA (fp32 master weights); see `trainer_bf16_cpu`."""
     trainer_bf16_cpu: bool = False

@@ -22,8 +22,9 @@ SEEDS = ["services/data/seeds/7b_coder_seed_io.jsonl", "services/data/seeds/7b_c
 SWITCHES = ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_agg_mode", "loss_agg_micro_batch_size",
             "trr_statistics", "unlearnable_proposal_reward", "induction_gold_imports")
 LEVERS = ("solve_samples_per_task", "solver_wrong_answer_reward", "proposer_invalid_task_reward",
-          "format_warmup_per_type")
-"""The self-play issue's signal levers and its warm-up switch: departures configs/selfplay-cpu.toml sets."""
+          "format_warmup_per_type", "prompt_gradient")
+"""The self-play issue's signal levers, its warm-up switch and the frozen-prompt gradient: departures
+configs/selfplay-cpu.toml sets."""
 
 # key -> (value, what its comment must cite), written from the paper and the released code, not from the files.
 PAPER: dict[str, tuple[Any, str]] = {
@@ -55,6 +56,7 @@ PAPER: dict[str, tuple[Any, str]] = {
     "solver_wrong_answer_reward": (-0.5, "Eq 6: −0.5"),
     "proposer_invalid_task_reward": (-1.0, "§3.1 after Eq 6"),
     "format_warmup_per_type": (0, "self-play from the base model"),
+    "prompt_gradient": (True, "Eq 9's gradient through the whole sequence"),
     "trr_statistics": ("per-sample", "Eq 8"),
     "clip_ratio_low": (0.2, "Eq 9: clip(s, 1 − ε, 1 + ε)"),
     "clip_ratio_high": (0.2, "Eq 9: the same ε above"),
@@ -92,6 +94,7 @@ AUTHORS_CODE: dict[str, tuple[Any, str]] = {
     "solver_wrong_answer_reward": (-0.5, "well-formed wrong answer earns −0.5"),
     "proposer_invalid_task_reward": (-1.0, "invalid proposal earns −1"),
     "format_warmup_per_type": (0, "no supervised pass"),
+    "prompt_gradient": (True, "gradients through prompt and response"),
     "trr_statistics": ("token-weighted", "masked_whiten, Bessel, rsqrt(var + 1e-8)"),
     "clip_ratio_low": (0.2, "clip_ratio_low 0.2"),
     "clip_ratio_high": (0.28, "clip_ratio_high 0.28"),

@@ -1,6 +1,6 @@
 """What `azr run --resume` keeps is declared on the sections (`RESUMED`): each name is a field of the section that
-declares it, the set is the one the run command used before the sections (its 48 names), and a resumed run takes
-those values from settings.json while the environment decides the rest."""
+declares it, the set is the one the run command used before the sections (its 48 names) and those added since, and
+a resumed run takes those values from settings.json while the environment decides the rest."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from services.settings.section import SettingsSection, nested_section
 BEFORE_THE_SECTIONS = set(json.loads((Path(__file__).resolve().parents[2] / "data" / "runs" / "pre-issue-38"
                                       / "resumed-fields.json").read_text()))
 """`azr/cli/run_cmd.py`'s RESUMED_FROM_FILE before issue 38 (kept beside the run directory saved then)."""
+ADDED_SINCE = {"prompt_gradient"}
+"""Settings added after issue 38 that fix an update's numbers, so a resumed run keeps them too."""
 
 
 def every_section() -> list[type[SettingsSection]]:
@@ -35,7 +37,7 @@ def test_each_section_declares_only_its_own_settings() -> None:
 
 
 def test_the_sections_keep_what_the_run_command_kept() -> None:
-    assert resumed_fields() == BEFORE_THE_SECTIONS
+    assert resumed_fields() == BEFORE_THE_SECTIONS | ADDED_SINCE
     assert resumed_fields() <= set(FIELD_PLACES)
 
 
