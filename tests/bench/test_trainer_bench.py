@@ -22,7 +22,7 @@ from trainer_svc.ppo_update import make_optimizer
 
 def bench_args(**overrides: object) -> argparse.Namespace:
     base = dict(model="tiny", device="cpu", per_group=1, prompt_len=24, response_len=12, micro_batch_tokens=4096,
-                random_init=False, gradient_checkpointing=False, bf16=False)
+                random_init=False, tokenizer=None, gradient_checkpointing=False, bf16=False)
     return argparse.Namespace(**{**base, **overrides})
 
 
@@ -56,6 +56,12 @@ def test_random_init_needs_only_the_config_and_tokenizer(tmp_path: Path) -> None
     assert {k: v.shape for k, v in loaded.model.state_dict().items()} == \
         {k: v.shape for k, v in random.model.state_dict().items()}
     assert all(p.dtype == torch.float32 for p in random.model.parameters())
+    shape_only = tmp_path / "shape"  # a second shape of the same family: its config alone, the tokenizer shared
+    shape_only.mkdir()
+    shutil.copy(tmp_path / "config.json", shape_only / "config.json")
+    shared, _ = load(bench_args(model=str(shape_only), random_init=True, tokenizer=tmp_path), micro_batch_size=2)
+    assert {k: v.shape for k, v in shared.model.state_dict().items()} == \
+        {k: v.shape for k, v in random.model.state_dict().items()}
 
 
 class TwoLayer(nn.Module):
