@@ -148,16 +148,14 @@ def response_nll(model: nn.Module, example: EncodedExample) -> torch.Tensor:
     the pass, backward included, and never builds the prompt's [tokens, vocabulary] logits)."""
     from services.inference.causal_lm import hf_model
     from trainer_svc.activation_checkpointing import activations_kept
+    from trainer_svc.policy_forward import response_hidden
 
     causal = hf_model(model)
     prompt, response = example.prompt_ids, example.response_ids
-    cache = None
-    if len(prompt) > 1:
-        with torch.no_grad():
-            cache = causal.model(input_ids=torch.tensor([prompt[:-1]]), use_cache=True).cache
-    with activations_kept():  # the response's activations are few; a recomputation would extend the cache again
-        hidden = causal.model(input_ids=torch.tensor([prompt[-1:] + response[:-1]]), cache=cache,
-                              use_cache=cache is not None).last_hidden_state[0]
+    positions = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(response)).unsqueeze(0)
+    ids = torch.tensor([prompt + response])
+    with activations_kept():  # the response's activations are few: kept rather than recomputed
+        hidden = response_hidden(model, ids, torch.ones_like(ids), positions, prompt_gradient=False)[0]
     logits = causal.lm_head(hidden).float()
     return torch.nn.functional.cross_entropy(logits, torch.tensor(response))
 
