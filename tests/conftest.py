@@ -55,3 +55,36 @@ def postgres_url() -> str:
     if reason:
         skip_or_fail(reason)
     return TEST_DATABASE_URL
+
+
+LEAK_MARKER = "azr-marker-"
+"""In the command line of every bystander process a test starts (tests/executor_svc): none may outlive the suite."""
+
+
+def leaked_bystanders() -> list[tuple[int, str]]:
+    """(pid, command line) of this process's children that still carry LEAK_MARKER (Linux /proc; else none)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        if parent == os.getpid() and LEAK_MARKER in command:
+            found.append((int(entry.name), command))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test that started a bystander and skipped or failed before stopping it leaves a process behind for an
+    hour: kill it, and fail the run so the test gets fixed."""
+    leaks = leaked_bystanders()
+    for pid, _ in leaks:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    if leaks:
+        lines = "\n".join(f"  pid {pid}: {command}" for pid, command in leaks)
+        session.config.get_terminal_writer().line(f"\nprocesses left running by tests (killed now):\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -97,13 +97,15 @@ def host(executor_backend: str, executor_factory: Callable[..., Executor],
     marker = f"azr-marker-{uuid.uuid4().hex}"
     bystander = subprocess.Popen(["/usr/bin/python3", "-S", "-c", "import time; time.sleep(3600)", marker],
                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    executor = executor_factory(executor_backend, workers=1, limits=HOSTILE_LIMITS)
-    try:
+    executor: Executor | None = None
+    try:  # from here on: a skip while the executor starts (no sandbox on this machine) must not leave the bystander
+        executor = executor_factory(executor_backend, workers=1, limits=HOSTILE_LIMITS)
         isolation_required(executor)
         yield Host(executor, directory, canary, directory / "new-file", listener, secret, marker,
                    Path(stage_program().worker))
     finally:
-        executor.close()
+        if executor is not None:
+            executor.close()
         bystander.kill()
         bystander.wait()
         listener.close()
