@@ -172,3 +172,28 @@ def test_activation_checkpointing_under_fsdp_recomputes_every_layer_and_keeps_th
                        settings={**chosen, "gradient_checkpointing": True})
     assert out["layer_calls"] > 0 and out["mlp_calls"] == 2 * out["layer_calls"], out
     assert_same_weights(load_file(run_dir / "checkpoints" / "v000001" / "model.safetensors"), expected, "v1")
+
+
+@pytest.mark.slow
+def test_prompt_without_gradient_under_fsdp_equals_the_one_process_update(tiny_dir: Path, tmp_path: Path) -> None:
+    """`prompt_gradient = false` on two ranks, with every layer checkpointed (each decoder layer's FSDP unit then
+    runs forward three times a micro-batch: the prompt without autograd, the tail, the tail's recomputation): the
+    weights equal the one-process trainer's with the same setting, and differ from the update with the prompt's
+    gradient, so the setting reached the ranks."""
+    chosen = {**SETTINGS, "ppo_epochs": 1, "prompt_gradient": False}
+    batch = six_group_batch(AutoTokenizer.from_pretrained(tiny_dir), 2)
+    updated = {}
+    for prompt_gradient in (False, True):
+        single = fresh_trainer(tiny_dir, Settings(**{**chosen, "prompt_gradient": prompt_gradient},
+                                                  run_root=tmp_path / "runs", run_id="single").trainer)
+        single.trainer.update(batch)
+        updated[prompt_gradient] = {k: v.detach().clone() for k, v in single.trainer.model.state_dict().items()}
+
+    run_dir = tmp_path / "runs" / "fsdp-frozen-prompt"
+    out = run_torchrun(2, tiny_dir, run_dir, [write_batch(tmp_path / "b.jsonl", batch)], tmp_path / "report.json",
+                       settings={**chosen, "gradient_checkpointing": True})
+    assert out["layer_calls"] > 0, out
+    fsdp = load_file(run_dir / "checkpoints" / "v000001" / "model.safetensors")
+    assert_same_weights(fsdp, updated[False], "v1, prompt without gradient")
+    differences = [float((fsdp[name] - updated[True][name]).abs().max()) for name in fsdp]
+    assert max(differences) > 100 * WEIGHT_ATOL, "the prompt's gradient changed nothing: the test would prove nothing"
