@@ -61,8 +61,10 @@ def _response_block(payload: StoredRow) -> str:
     return f"{head}\n\n{FENCE}\n{(payload.get('text') or '').strip()}\n{FENCE}\n"
 
 
-def _task_block(entry: StoredRow) -> str:
+def _task_block(entry: StoredRow, seed_copy: bool = False) -> str:
     head = f"**{entry['buffer']}, step {entry['step']}** (policy v{entry['policy_version']})"
+    if seed_copy:
+        head += ": a seed program with another input, not a new program"
     if entry.get("inputs"):
         body = (f"{entry['program']}\n\n# message: {entry.get('message')}\n# inputs -> outputs:\n"
                 + "\n".join(f"#   {i} -> {o}" for i, o in zip(entry["inputs"], entry.get("outputs") or [])))
@@ -75,8 +77,10 @@ def samples_markdown(payloads: Sequence[StoredRow], entries: Sequence[StoredRow]
                      per_role: int, shown_tasks: int) -> str:
     """The record's samples page: ``per_role`` verbatim responses per role from the first and from the last
     ``window`` steps, then the self-proposed tasks (counted per buffer, seed-program copies apart, the first
-    ``shown_tasks`` shown)."""
+    ``shown_tasks`` shown). With fewer than 2 x ``window`` steps the two windows are the first and the second half,
+    so that no step is shown twice."""
     steps = sorted({int(p["step"]) for p in payloads})
+    window = min(window, max(1, len(steps) // 2))
     first, last = steps[:window], steps[-window:] if steps else []
     lines = [f"# Samples of the run ({len(steps)} steps with episodes)\n"]
     for label, chosen in ((f"the first {len(first)} steps", first), (f"the last {len(last)} steps", last)):
@@ -89,5 +93,6 @@ def samples_markdown(payloads: Sequence[StoredRow], entries: Sequence[StoredRow]
     lines.append(f"## Self-proposed tasks in the buffers: {len(tasks.entries)}\n")
     lines.append("Per buffer: " + (", ".join(f"{b} {n}" for b, n in counts.items()) or "none") + f". Of them, "
                  f"{len(tasks.seed_copies)} reuse a seed program (with another input).\n")
-    lines.extend(_task_block(e) for e in tasks.entries[:shown_tasks])
+    copies = {id(e) for e in tasks.seed_copies}
+    lines.extend(_task_block(e, id(e) in copies) for e in tasks.entries[:shown_tasks])
     return "\n".join(lines)

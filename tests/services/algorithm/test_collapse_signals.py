@@ -35,6 +35,10 @@ def test_each_solver_example_is_the_one_its_prompt_shows() -> None:
     (TaskType.ABDUCTION, "x</think> <answer>```input\n'John', {'age': 20, 'city': 'New York'}\n```</answer>", True),
     (TaskType.INDUCTION, "x</think> <answer>```python\ndef f(a):\n    return a\n```</answer>", True),
     (TaskType.INDUCTION, "x</think> <answer>```python\ndef f(a):\n    return a + 1\n```</answer>", False),
+    # the example without its fence (the run's step-17 induction answers): no extractable program, still a copy
+    (TaskType.INDUCTION, " I take an input and return it.</think>\n<answer>def f(a): return a</answer>", True),
+    (TaskType.INDUCTION, "x</think> <answer> def f(a): return a + 1 </answer>", False),
+    (TaskType.DEDUCTION, "x</think> <answer>no idea</answer>", False),
 ])
 def test_a_solver_answer_equal_to_the_example_is_a_copy(task_type: TaskType, response: str, copied: bool) -> None:
     assert copies_prompt_example(task_type, Role.SOLVE, response) is copied

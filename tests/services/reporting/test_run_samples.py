@@ -44,3 +44,18 @@ def test_the_page_quotes_responses_verbatim_and_counts_the_tasks() -> None:
     assert "## propose responses from the first 1 steps (3 shown)" in text
     assert "## solve responses from the last 1 steps (3 shown)" in text
     assert "## Self-proposed tasks in the buffers: 1" in text and "1 reuse a seed program" in text
+
+
+def test_seed_program_copies_are_marked_where_they_are_shown() -> None:
+    entries = [entry(1, "seed", "a"), entry(3, "proposed", "a", step=1), entry(4, "proposed", "b", step=2)]
+    text = samples_markdown(PAYLOADS, entries, window=1, per_role=1, shown_tasks=5)
+    assert "**deduction, step 1** (policy v1): a seed program with another input" in text
+    assert "**deduction, step 2** (policy v2)\n" in text  # a new program: no mark
+
+
+def test_windows_longer_than_half_the_steps_become_halves() -> None:
+    """Three steps and a 20-step window: the first step and the last, never one step in both."""
+    text = samples_markdown(PAYLOADS, [], window=20, per_role=50, shown_tasks=0)
+    assert "## propose responses from the first 1 steps (6 shown)" in text
+    assert "## propose responses from the last 1 steps (6 shown)" in text
+    assert "**step 2," not in text and "**step 1," in text and "**step 3," in text
