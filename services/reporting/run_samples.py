@@ -93,6 +93,6 @@ def samples_markdown(payloads: Sequence[StoredRow], entries: Sequence[StoredRow]
     lines.append(f"## Self-proposed tasks in the buffers: {len(tasks.entries)}\n")
     lines.append("Per buffer: " + (", ".join(f"{b} {n}" for b, n in counts.items()) or "none") + f". Of them, "
                  f"{len(tasks.seed_copies)} reuse a seed program (with another input).\n")
-    copies = {id(e) for e in tasks.seed_copies}
-    lines.extend(_task_block(e, id(e) in copies) for e in tasks.entries[:shown_tasks])
+    copies = {e["id"] for e in tasks.seed_copies}
+    lines.extend(_task_block(e, e["id"] in copies) for e in tasks.entries[:shown_tasks])
     return "\n".join(lines)
