@@ -39,6 +39,24 @@ def shared_dir() -> Path:
     return SHARED_DIR
 
 
+SEED_SAMPLE_ROWS = 32
+
+
+@pytest.fixture(scope="session")
+def author_seed_sample(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The first 32 rows of each of the authors' seed files (triplets, then induction programs), under their own names.
+
+    For runs that need real seeds but do not test the import: a whole pair of files takes ~30 s to validate on two
+    cores, paid by each run that imports it. Tests of the import itself read the whole files."""
+    directory = tmp_path_factory.mktemp("author-seeds")
+    sample = []
+    for name in ("7b_coder_seed_io.jsonl", "7b_coder_code_f_seed_io.jsonl"):
+        lines = (shared_dir / "data" / "azr_seeds" / name).read_text().splitlines(keepends=True)
+        (directory / name).write_text("".join(lines[:SEED_SAMPLE_ROWS]))
+        sample.append(directory / name)
+    return sample
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of a real Redis server (AZR_REDIS_URL, default 127.0.0.1:6379)."""

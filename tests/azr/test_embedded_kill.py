@@ -83,12 +83,12 @@ def kill_between_update_and_checkpoint(process: subprocess.Popen[str], database:
 
 @pytest.mark.slow
 @pytest.mark.precision
-def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path: Path, shared_dir: Path) -> None:
+def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path: Path,
+                                                                        author_seed_sample: list[Path]) -> None:
     torch.set_num_threads(1)
-    seeds = shared_dir / "data" / "azr_seeds"
     run_dir = tmp_path / "runs" / RUN
-    first = azr_run(tmp_path, "--steps", "40", "--seed-file", str(seeds / "7b_coder_seed_io.jsonl"),
-                    "--seed-file", str(seeds / "7b_coder_code_f_seed_io.jsonl"))
+    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
+    first = azr_run(tmp_path, "--steps", "40", *seed_files)
     try:
         killed_at = kill_between_update_and_checkpoint(first, run_dir / "buffers.sqlite3", 600)
     finally:

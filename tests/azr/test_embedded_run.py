@@ -1,6 +1,6 @@
-"""`azr run` end to end on the tiny model: seeding from the authors' seed files, self-play steps with updates,
-checkpoints whose weights change, the metrics file growing (and its TensorBoard copy), Ctrl-C at a step boundary, and
-`--resume`."""
+"""`azr run` end to end on the tiny model: seeding from the first rows of the authors' seed files, self-play steps
+with updates, checkpoints whose weights change, the metrics file growing (and its TensorBoard copy), Ctrl-C at a step
+boundary, and `--resume`."""
 
 from __future__ import annotations
 
@@ -55,11 +55,10 @@ def assert_in_tensorboard(run_dir: Path, lines: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, shared_dir: Path) -> None:
-    seeds = shared_dir / "data" / "azr_seeds"
+def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, author_seed_sample: list[Path]) -> None:
+    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
     run_dir = tmp_path / "runs" / "e2e"
-    first = azr_run(tmp_path, "--run-id", "e2e", "--steps", "2", "--seed-file", str(seeds / "7b_coder_seed_io.jsonl"),
-                    "--seed-file", str(seeds / "7b_coder_code_f_seed_io.jsonl"),
+    first = azr_run(tmp_path, "--run-id", "e2e", "--steps", "2", *seed_files,
                     extra_env={"AZR_EVAL_EVERY_STEPS": "1", "AZR_EVAL_LIMIT": "2"})  # CRUXEval after each step
     output, _ = first.communicate(timeout=900)
     assert first.returncode == 0, output

@@ -1,9 +1,10 @@
 """The distributed profile end to end on loopback, every piece a real process: PostgreSQL, Redis, an RQ executor
 worker, `azr serve inference` (tiny model, SGLang wire format), both APIs, `azr trainer` and `azr coordinator`.
 
-Seeding from the authors' seed files, then two steps. Checked: episodes of all six groups with rewards that the
-executor confirms, buffers in PostgreSQL, a trainer update → checkpoint → weight push → the inference server
-serves the new version → the next step's episodes carry it (max_staleness 0 makes the coordinator wait for it).
+Seeding from the first rows of the authors' seed files, then two steps. Checked: episodes of all six groups with
+rewards that the executor confirms, buffers in PostgreSQL, a trainer update → checkpoint → weight push → the
+inference server serves the new version → the next step's episodes carry it (max_staleness 0 makes the coordinator
+wait for it).
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class Stack:
 
 
 @pytest.fixture()
-def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -> Iterator[tuple[Stack, str]]:
-    seeds = shared_dir / "data" / "azr_seeds"
+def stack(tmp_path: Path, redis_url: str, postgres_url: str,
+          author_seed_sample: list[Path]) -> Iterator[tuple[Stack, str]]:
     ports = {name: free_port() for name in ("inference", "proposer", "solver")}
     with PrivateDatabase(postgres_url) as database_url:
         env = {**os.environ, "PWD": str(tmp_path),
@@ -76,8 +77,7 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
                "AZR_SGLANG_URLS": json.dumps([f"http://127.0.0.1:{ports['inference']}"]),
                "AZR_PROPOSER_URL": f"http://127.0.0.1:{ports['proposer']}",
                "AZR_SOLVER_URL": f"http://127.0.0.1:{ports['solver']}",
-               "AZR_SEED_FILES": json.dumps([str(seeds / "7b_coder_seed_io.jsonl"),
-                                             str(seeds / "7b_coder_code_f_seed_io.jsonl")])}
+               "AZR_SEED_FILES": json.dumps([str(path) for path in author_seed_sample])}
         (tmp_path / "logs").mkdir()
         services = Stack(env, tmp_path / "logs")
         try:
@@ -101,7 +101,7 @@ def stack(tmp_path: Path, redis_url: str, postgres_url: str, shared_dir: Path) -
 
 
 @pytest.mark.slow
-def test_two_steps_through_every_service(stack: tuple[Stack, str], shared_dir: Path) -> None:
+def test_two_steps_through_every_service(stack: tuple[Stack, str]) -> None:
     services, database_url = stack
     coordinator = services.start("coordinator", "coordinator", "--steps", "2")
     try:

@@ -26,12 +26,10 @@ def run_azr(cwd: Path, *args: str, timeout: int) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.slow
-def test_plot_a_real_tiny_run(tmp_path: Path, shared_dir: Path) -> None:
-    seeds = shared_dir / "data" / "azr_seeds"
+def test_plot_a_real_tiny_run(tmp_path: Path, author_seed_sample: list[Path]) -> None:
+    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
     trained = run_azr(tmp_path, "run", "--model", "tiny", "--steps", "3", "--batch-size", "2",
-                      "--max-response-tokens", "16", "--run-id", "plotted",
-                      "--seed-file", str(seeds / "7b_coder_seed_io.jsonl"),
-                      "--seed-file", str(seeds / "7b_coder_code_f_seed_io.jsonl"), timeout=900)
+                      "--max-response-tokens", "16", "--run-id", "plotted", *seed_files, timeout=900)
     assert trained.returncode == 0, trained.stdout + trained.stderr
     run_dir = tmp_path / "runs" / "plotted"
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
