@@ -7,7 +7,8 @@ show it while it happens (services/coordinator/step_metrics.py: `collapse_metric
 - `copies_prompt_example`: the answer (solver) or the proposed input (proposer) is the example the prompt itself shows
   (Figs 34-39 each show one: `{'age': 20, 'city': 'New York'}`, `'John', {...}`, `def f(a): return a`), compared
   after removing whitespace; a solver's answer the reward code cannot extract (the example program written without
-  its code fence) is read from its `<answer>` tag with the fences removed;
+  its code fence, or inside a tag of its own such as `<python>`) is read from its `<answer>` tag with the fence marks
+  and tags removed;
 - `think_chars`: the length of the `<think>` block, in characters (0 without `</think>`);
 - `proposal_shape`: whether a proposer's response holds a fenced program and an ```input block anywhere (inside
   `<answer>` or not: a response that writes its task outside the tag is a different failure from no task at all).
@@ -37,7 +38,7 @@ _WHITESPACE = re.compile(r"\s+")
 _FENCED_PROGRAM = re.compile(r"```(?:python|py)?\s*\n\s*(?:import|from|class|def)\b", re.IGNORECASE)
 _INPUT_BLOCK = re.compile(r"```input\b", re.IGNORECASE)
 _THINK = re.compile(r"(?s)^<think>(.*?)</think>")
-_FENCE_MARK = re.compile(r"```[A-Za-z]*")
+_MARKUP = re.compile(r"```[A-Za-z]*|</?[A-Za-z]+>")  # fence marks and bare tags (`<python>`, `</code>`)
 
 
 def _squeezed(text: str) -> str:
@@ -86,5 +87,5 @@ def copies_prompt_example(task_type: TaskType, role: Role, response: str) -> boo
         return any(_squeezed(value) == example for value in inputs)
     answer = answer_text(task_type, role, response)
     if answer is None and role is Role.SOLVE:  # a copy is a copy, fenced or not: the format is judged elsewhere
-        answer = _FENCE_MARK.sub("", read_generation(response).answer)
+        answer = _MARKUP.sub("", read_generation(response).answer)
     return answer is not None and _squeezed(answer) == example

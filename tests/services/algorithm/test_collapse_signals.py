@@ -38,6 +38,9 @@ def test_each_solver_example_is_the_one_its_prompt_shows() -> None:
     # the example without its fence (the run's step-17 induction answers): no extractable program, still a copy
     (TaskType.INDUCTION, " I take an input and return it.</think>\n<answer>def f(a): return a</answer>", True),
     (TaskType.INDUCTION, "x</think> <answer> def f(a): return a + 1 </answer>", False),
+    # ...or inside a tag of its own (one of the run's step-18 answers)
+    (TaskType.INDUCTION, "It stays.</think><answer> <python> def f(a): return a </python> </answer>", True),
+    (TaskType.INDUCTION, "x</think><answer> <python> def f(a): return a < 2 </python> </answer>", False),
     (TaskType.DEDUCTION, "x</think> <answer>no idea</answer>", False),
 ])
 def test_a_solver_answer_equal_to_the_example_is_a_copy(task_type: TaskType, response: str, copied: bool) -> None:
