@@ -58,6 +58,12 @@ def author_seed_sample(shared_dir: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture(scope="session")
+def author_seed_sample_args(author_seed_sample: list[Path]) -> list[str]:
+    """`azr run`'s `--seed-file` arguments for `author_seed_sample`."""
+    return [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
+
+
+@pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of a real Redis server (AZR_REDIS_URL, default 127.0.0.1:6379)."""
     reason = redis_unavailable_reason(TEST_REDIS_URL)

@@ -84,11 +84,10 @@ def kill_between_update_and_checkpoint(process: subprocess.Popen[str], database:
 @pytest.mark.slow
 @pytest.mark.precision
 def test_sigkilled_run_resumes_to_the_state_of_an_uninterrupted_trainer(tmp_path: Path,
-                                                                        author_seed_sample: list[Path]) -> None:
+                                                                        author_seed_sample_args: list[str]) -> None:
     torch.set_num_threads(1)
     run_dir = tmp_path / "runs" / RUN
-    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
-    first = azr_run(tmp_path, "--steps", "40", *seed_files)
+    first = azr_run(tmp_path, "--steps", "40", *author_seed_sample_args)
     try:
         killed_at = kill_between_update_and_checkpoint(first, run_dir / "buffers.sqlite3", 600)
     finally:

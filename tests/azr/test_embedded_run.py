@@ -55,10 +55,9 @@ def assert_in_tensorboard(run_dir: Path, lines: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, author_seed_sample: list[Path]) -> None:
-    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
+def test_run_trains_stops_on_ctrl_c_and_resumes(tmp_path: Path, author_seed_sample_args: list[str]) -> None:
     run_dir = tmp_path / "runs" / "e2e"
-    first = azr_run(tmp_path, "--run-id", "e2e", "--steps", "2", *seed_files,
+    first = azr_run(tmp_path, "--run-id", "e2e", "--steps", "2", *author_seed_sample_args,
                     extra_env={"AZR_EVAL_EVERY_STEPS": "1", "AZR_EVAL_LIMIT": "2"})  # CRUXEval after each step
     output, _ = first.communicate(timeout=900)
     assert first.returncode == 0, output

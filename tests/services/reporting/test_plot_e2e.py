@@ -26,10 +26,9 @@ def run_azr(cwd: Path, *args: str, timeout: int) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.slow
-def test_plot_a_real_tiny_run(tmp_path: Path, author_seed_sample: list[Path]) -> None:
-    seed_files = [arg for path in author_seed_sample for arg in ("--seed-file", str(path))]
+def test_plot_a_real_tiny_run(tmp_path: Path, author_seed_sample_args: list[str]) -> None:
     trained = run_azr(tmp_path, "run", "--model", "tiny", "--steps", "3", "--batch-size", "2",
-                      "--max-response-tokens", "16", "--run-id", "plotted", *seed_files, timeout=900)
+                      "--max-response-tokens", "16", "--run-id", "plotted", *author_seed_sample_args, timeout=900)
     assert trained.returncode == 0, trained.stdout + trained.stderr
     run_dir = tmp_path / "runs" / "plotted"
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
