@@ -9,7 +9,8 @@ with a final logit soft-cap (e.g. Gemma 2) would need its cap applied here.
 With ``prompt_gradient`` False (`TrainerSettings.prompt_gradient`; not in the paper) the prompt, all but its last
 token, runs first without autograd and leaves its keys and values in a `FrozenPrefixCache`; then the positions that
 predict response tokens run with gradients on top of it. Same values; the gradient leaves out what reaches the
-weights through the prompt's keys and values.
+weights through the prompt's keys and values. That prompt forward runs the micro-batch's common prefix once and each
+distinct prompt once (`trainer_svc.prompt_sharing`): the samples of one task share their whole prompt.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from services.compute.cpu_features import cpu_has_native_bf16
 from services.inference.causal_lm import hf_model
 from services.settings import TrainerSettings
 from trainer_svc.batching import MicroBatch
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS, head_logprobs_and_entropy
+from trainer_svc.prompt_sharing import prefix_share
 
 
 class FrozenPrefixCache(DynamicCache):
@@ -74,10 +77,49 @@ def _hidden_over_frozen_prompt(model: nn.Module, input_ids: torch.Tensor, attent
     tail_mask = attention_mask[rows, response_positions].bool() & (response_positions >= prefix_lengths.unsqueeze(1))
     cache = FrozenPrefixCache(config=causal.config)
     with torch.no_grad():
-        backbone(input_ids=input_ids[:, :width], attention_mask=prefix_mask.long(), cache=cache, use_cache=True)
+        fill_prompt_cache(backbone, input_ids, prefix_lengths, cache)
     cache.frozen = True
     return backbone(input_ids=tail_ids, attention_mask=torch.cat([prefix_mask, tail_mask], dim=1).long(),
                     position_ids=response_positions, cache=cache, use_cache=True).last_hidden_state
+
+
+def fill_prompt_cache(backbone: nn.Module, input_ids: torch.Tensor, prefix_lengths: torch.Tensor,
+                       cache: DynamicCache) -> None:
+    """Leave the prompts' keys and values in ``cache``, [b, ·, width, ·] per layer in row order, forwarding the
+    micro-batch's common prefix once and each distinct prompt once (`trainer_svc.prompt_sharing`)."""
+    share = prefix_share([input_ids[row, :length].tolist() for row, length in enumerate(prefix_lengths.tolist())])
+    device = input_ids.device
+    representatives = torch.tensor(share.representatives, dtype=torch.long, device=device)
+    if share.shared:
+        backbone(input_ids=input_ids[representatives[:1], :share.shared],
+                 attention_mask=torch.ones((1, share.shared), dtype=torch.long, device=device), cache=cache,
+                 use_cache=True)
+        _select_rows(cache, torch.zeros(share.distinct, dtype=torch.long, device=device))
+    if share.width > share.shared:  # each distinct prompt's rest, right-padded; positions follow the cache's length
+        mask = torch.arange(share.width, device=device).unsqueeze(0) < prefix_lengths[representatives].unsqueeze(1)
+        backbone(input_ids=input_ids[representatives, share.shared:share.width], attention_mask=mask.long(),
+                 cache=cache, use_cache=True)
+    _select_rows(cache, torch.tensor(share.prompt_of_row, dtype=torch.long, device=device))
+
+
+def _select_rows(cache: DynamicCache, rows: torch.Tensor) -> None:
+    """Every layer's keys and values become rows ``rows`` of what they were (a row may repeat)."""
+    for index, layer in enumerate(cache.layers):
+        if not isinstance(layer, DynamicLayer) or layer.keys is None or layer.values is None:
+            raise TypeError(f"layer {index} of the prompt's cache holds no keys and values (an attention kind "
+                            "prompt_gradient = false does not support)")
+        layer.keys = layer.keys.index_select(0, rows)
+        layer.values = layer.values.index_select(0, rows)
+
+
+def forwarded_positions(mb: MicroBatch, prompt_gradient: bool = True) -> int:
+    """Input positions the forward of ``mb`` processes, padding included: rows x width for the full forward; with
+    ``prompt_gradient`` False, the shared prompt forward's positions plus the tail's (rows x longest response)."""
+    prefix_lengths = mb.response_positions[:, 0]
+    if prompt_gradient or int(prefix_lengths.min()) <= 0:
+        return int(mb.input_ids.numel())
+    share = prefix_share([mb.input_ids[row, :length].tolist() for row, length in enumerate(prefix_lengths.tolist())])
+    return share.positions + int(mb.response_positions.numel())
 
 
 def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:

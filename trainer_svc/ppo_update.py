@@ -50,7 +50,7 @@ from trainer_svc.distributed_env import RankInfo, all_reduce_floats
 from trainer_svc.fsdp_wrap import grad_norm_value
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS
 from trainer_svc.memory import peak_memory_mb, reset_peak_memory
-from trainer_svc.policy_forward import autocast_for, bf16_autocast, logprobs_and_entropy
+from trainer_svc.policy_forward import autocast_for, bf16_autocast, forwarded_positions, logprobs_and_entropy
 from trainer_svc.rank_commands import UpdateCommand, announce
 from trainer_svc.rank_share import RankShare, rank_share, whole_batch
 
@@ -87,7 +87,7 @@ class MicroBatchProgress:
 
     done: int
     total: int
-    padded_tokens: int  # tokens (rows x width) through the model so far in this pass
+    padded_tokens: int  # input positions through the model so far in this pass (`forwarded_positions`)
     elapsed_s: float  # since the pass began
 
 
@@ -137,7 +137,7 @@ def accumulate_gradients(model: nn.Module, micro_batches: list[MicroBatch], *,
                                   advantages=mb.advantages, response_mask=mb.response_mask,
                                   sequence_weights=row_weights, entropy_coef=entropy_coef)
         terms.loss.backward()
-        add_terms(stats, terms, padded_tokens=int(mb.input_ids.numel()))
+        add_terms(stats, terms, padded_tokens=forwarded_positions(cpu_mb, prompt_gradient))
         if on_micro_batch is not None:
             on_micro_batch(MicroBatchProgress(done=position + 1, total=len(share.indices),
                                               padded_tokens=stats.padded_tokens,

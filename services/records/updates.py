@@ -43,7 +43,8 @@ class UpdateReport(BaseModel):
     ratio_max: float
     grad_norm: float = Field(description="global gradient norm before clipping (last epoch)")
     tokens: int = Field(description="response (loss) tokens of the batch")
-    padded_tokens: int = Field(description="input positions processed per epoch, padding included")
+    padded_tokens: int = Field(description="input positions processed per epoch, padding included (a prompt "
+                               "shared by rows counted once when prompts run without autograd)")
     tokens_per_s: float = Field(description="trained loss tokens x epochs per second of update time")
     step_time_s: float
     peak_memory_mb: float = Field(description="CUDA: max allocated in this update; CPU: the process's peak RSS")
