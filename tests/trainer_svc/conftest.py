@@ -17,6 +17,15 @@ def tiny_dir() -> Path:
     return tiny_model_dir()
 
 
+@pytest.fixture()
+def tiny_model(tiny_dir: Path) -> torch.nn.Module:
+    """The tiny model, loaded fresh, in eval mode (no dropout, as the trainer runs it)."""
+    from trainer_svc.resume import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(tiny_dir)
+    return model.eval()
+
+
 @pytest.fixture(autouse=True)
 def _single_thread_torch() -> None:
     """Two shared cores: one intra-op thread keeps the tiny model fast and the numbers reproducible."""

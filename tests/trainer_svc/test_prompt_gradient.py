@@ -14,7 +14,7 @@ from services.settings import Settings
 from trainer_svc.activation_checkpointing import checkpoint_decoder_layers
 from trainer_svc.batching import MicroBatch, build_micro_batches
 from trainer_svc.policy_forward import logprobs_and_entropy
-from trainer_svc.resume import fresh_trainer, load_model_and_tokenizer
+from trainer_svc.resume import fresh_trainer
 
 LENGTHS = [(9, 5), (3, 11), (14, 2), (2, 7)]  # (prompt, response): ragged, so padding and prefix widths differ
 
@@ -54,14 +54,8 @@ def reference_gradients(model: torch.nn.Module, mb: MicroBatch) -> dict[str, tor
     return gradients(model)
 
 
-@pytest.fixture()
-def model(tiny_dir: Path) -> torch.nn.Module:
-    model, _ = load_model_and_tokenizer(tiny_dir)
-    return model.eval()
-
-
-def test_the_log_probs_and_entropies_are_the_full_forwards(model: torch.nn.Module) -> None:
-    mb = micro_batch()
+def assert_frozen_prompt_gives_the_full_forward(model: torch.nn.Module, mb: MicroBatch) -> None:
+    """The response log-probs and entropies with the prompt's forward outside autograd equal the full forward's."""
     with torch.no_grad():
         full, full_entropy = logprobs_and_entropy(model, mb)
         frozen, frozen_entropy = logprobs_and_entropy(model, mb, prompt_gradient=False)
@@ -71,23 +65,28 @@ def test_the_log_probs_and_entropies_are_the_full_forwards(model: torch.nn.Modul
     torch.testing.assert_close(frozen_entropy[mask], full_entropy[mask], atol=1e-5, rtol=1e-5)
 
 
-def test_the_gradient_holds_the_prompts_keys_and_values_constant(model: torch.nn.Module) -> None:
+def test_the_log_probs_and_entropies_are_the_full_forwards(tiny_model: torch.nn.Module) -> None:
+    assert_frozen_prompt_gives_the_full_forward(tiny_model, micro_batch())
+
+
+def test_the_gradient_holds_the_prompts_keys_and_values_constant(tiny_model: torch.nn.Module) -> None:
     mb = micro_batch(1)
-    frozen = summed_logprob_gradients(model, mb, prompt_gradient=False)
-    reference = reference_gradients(model, mb)
+    frozen = summed_logprob_gradients(tiny_model, mb, prompt_gradient=False)
+    reference = reference_gradients(tiny_model, mb)
     assert frozen.keys() == reference.keys()
     for name in reference:
         torch.testing.assert_close(frozen[name], reference[name], atol=1e-5, rtol=1e-4, msg=name)
-    full = summed_logprob_gradients(model, mb, prompt_gradient=True)
+    full = summed_logprob_gradients(tiny_model, mb, prompt_gradient=True)
     key_weights = [name for name in full if "k_proj.weight" in name]
     assert key_weights and any(not torch.allclose(full[name], frozen[name], atol=1e-6) for name in key_weights)
 
 
-def test_checkpointed_layers_recompute_over_the_frozen_cache_to_the_same_gradient(model: torch.nn.Module) -> None:
+def test_checkpointed_layers_recompute_over_the_frozen_cache_to_the_same_gradient(
+        tiny_model: torch.nn.Module) -> None:
     mb = micro_batch(2)
-    plain = summed_logprob_gradients(model, mb, prompt_gradient=False)
-    checkpoint_decoder_layers(model)
-    checkpointed = summed_logprob_gradients(model, mb, prompt_gradient=False)
+    plain = summed_logprob_gradients(tiny_model, mb, prompt_gradient=False)
+    checkpoint_decoder_layers(tiny_model)
+    checkpointed = summed_logprob_gradients(tiny_model, mb, prompt_gradient=False)
     for name in plain:
         torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
 

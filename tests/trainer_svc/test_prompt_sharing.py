@@ -3,18 +3,19 @@ over it, which gives the log-probs of the full forward and the gradient of one s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-from test_prompt_gradient import reference_gradients, summed_logprob_gradients
+from test_prompt_gradient import (
+    assert_frozen_prompt_gives_the_full_forward,
+    reference_gradients,
+    summed_logprob_gradients,
+)
 from trainer_episodes import episode
 
 from services.records import Episode
 from trainer_svc.batching import MicroBatch, build_micro_batches
-from trainer_svc.policy_forward import forwarded_positions, logprobs_and_entropy
+from trainer_svc.policy_forward import forwarded_positions
 from trainer_svc.prompt_sharing import common_prefix_length, prefix_share
-from trainer_svc.resume import load_model_and_tokenizer
 
 
 def test_identical_prompts_are_one_prompt() -> None:
@@ -62,27 +63,14 @@ def sharing_batch() -> MicroBatch:
     return build_micro_batches(episodes, torch.ones(len(episodes)), pad_id=0, micro_batch_size=len(episodes))[0]
 
 
-@pytest.fixture()
-def model(tiny_dir: Path) -> torch.nn.Module:
-    model, _ = load_model_and_tokenizer(tiny_dir)
-    return model.eval()
+def test_shared_prompts_give_the_full_forwards_log_probs(tiny_model: torch.nn.Module) -> None:
+    assert_frozen_prompt_gives_the_full_forward(tiny_model, sharing_batch())
 
 
-def test_shared_prompts_give_the_full_forwards_log_probs(model: torch.nn.Module) -> None:
+def test_shared_prompts_give_the_one_sequence_gradient(tiny_model: torch.nn.Module) -> None:
     mb = sharing_batch()
-    with torch.no_grad():
-        full, full_entropy = logprobs_and_entropy(model, mb)
-        shared, shared_entropy = logprobs_and_entropy(model, mb, prompt_gradient=False)
-    mask = mb.response_mask
-    torch.testing.assert_close(shared[mask], full[mask], atol=1e-5, rtol=1e-5)
-    assert full_entropy is not None and shared_entropy is not None
-    torch.testing.assert_close(shared_entropy[mask], full_entropy[mask], atol=1e-5, rtol=1e-5)
-
-
-def test_shared_prompts_give_the_one_sequence_gradient(model: torch.nn.Module) -> None:
-    mb = sharing_batch()
-    shared = summed_logprob_gradients(model, mb, prompt_gradient=False)
-    reference = reference_gradients(model, mb)
+    shared = summed_logprob_gradients(tiny_model, mb, prompt_gradient=False)
+    reference = reference_gradients(tiny_model, mb)
     assert shared.keys() == reference.keys()
     for name in reference:
         torch.testing.assert_close(shared[name], reference[name], atol=1e-5, rtol=1e-4, msg=name)
