@@ -14,7 +14,7 @@ from trainer_episodes import episode
 
 from services.records import Episode
 from trainer_svc.batching import MicroBatch, build_micro_batches
-from trainer_svc.policy_forward import forwarded_positions
+from trainer_svc.policy_forward import autocast_for, forwarded_positions, logprobs_and_entropy
 from trainer_svc.prompt_sharing import common_prefix_length, prefix_share
 
 
@@ -83,3 +83,19 @@ def test_the_update_counts_the_positions_it_forwards() -> None:
     # the 12 shared tokens once; then 4 distinct prompts (two rows hold task_a) padded to the widest
     assert forwarded_positions(mb, prompt_gradient=False) == 12 + 4 * (width - 12) + mb.rows * 9
     assert forwarded_positions(mb, prompt_gradient=True) == mb.input_ids.numel()
+
+
+@pytest.mark.precision
+@pytest.mark.parametrize("threads", [1, 2])
+def test_shared_prompts_under_bf16_autocast_give_the_full_forwards_log_probs(tiny_model: torch.nn.Module,
+                                                                            threads: int) -> None:
+    """bf16 autocast forced on (whatever this CPU multiplies natively), on 1 and 2 torch threads: the shared prompt
+    forward stays within bf16 rounding of the full forward, on the same numbers at either thread count."""
+    torch.set_num_threads(threads)
+    mb = sharing_batch()
+    with torch.no_grad(), autocast_for(torch.device("cpu"), True):
+        full, _ = logprobs_and_entropy(tiny_model, mb)
+        shared, _ = logprobs_and_entropy(tiny_model, mb, prompt_gradient=False)
+    mask = mb.response_mask
+    assert shared.dtype == torch.float32 and bool(torch.isfinite(shared[mask]).all())
+    torch.testing.assert_close(shared[mask], full[mask], atol=2e-3, rtol=1e-3)
