@@ -31,7 +31,7 @@ from services.inference.causal_lm import hf_model  # noqa: E402
 from services.settings import Settings  # noqa: E402
 from trainer_svc.batching import MicroBatch, build_micro_batches  # noqa: E402
 from trainer_svc.policy_forward import fill_prompt_cache  # noqa: E402
-from trainer_svc.prompt_sharing import prefix_share  # noqa: E402
+from trainer_svc.prompt_sharing import rows_prefix_share  # noqa: E402
 
 
 def update_micro_batches(run_dir: Path, step: int, settings: Settings) -> list[MicroBatch]:
@@ -47,9 +47,8 @@ def update_micro_batches(run_dir: Path, step: int, settings: Settings) -> list[M
 
 def prompt_positions(mb: MicroBatch) -> tuple[int, int]:
     """(padded positions of the prompt forward before, positions with sharing) of one micro-batch."""
-    lengths = mb.response_positions[:, 0].tolist()
-    share = prefix_share([mb.input_ids[row, :n].tolist() for row, n in enumerate(lengths)])
-    return mb.rows * max(lengths), share.positions
+    lengths = mb.response_positions[:, 0]
+    return mb.rows * int(lengths.max()), rows_prefix_share(mb.input_ids, lengths).positions
 
 
 def padded_prompt_cache(backbone: torch.nn.Module, mb: MicroBatch, cache: DynamicCache) -> None:

@@ -27,7 +27,7 @@ from services.inference.causal_lm import hf_model
 from services.settings import TrainerSettings
 from trainer_svc.batching import MicroBatch
 from trainer_svc.head_logprobs import DEFAULT_CHUNK_TOKENS, head_logprobs_and_entropy
-from trainer_svc.prompt_sharing import prefix_share
+from trainer_svc.prompt_sharing import rows_prefix_share
 
 
 class FrozenPrefixCache(DynamicCache):
@@ -87,7 +87,7 @@ def fill_prompt_cache(backbone: nn.Module, input_ids: torch.Tensor, prefix_lengt
                        cache: DynamicCache) -> None:
     """Leave the prompts' keys and values in ``cache``, [b, ·, width, ·] per layer in row order, forwarding the
     micro-batch's common prefix once and each distinct prompt once (`trainer_svc.prompt_sharing`)."""
-    share = prefix_share([input_ids[row, :length].tolist() for row, length in enumerate(prefix_lengths.tolist())])
+    share = rows_prefix_share(input_ids, prefix_lengths)
     device = input_ids.device
     representatives = torch.tensor(share.representatives, dtype=torch.long, device=device)
     if share.shared:
@@ -118,8 +118,7 @@ def forwarded_positions(mb: MicroBatch, prompt_gradient: bool = True) -> int:
     prefix_lengths = mb.response_positions[:, 0]
     if prompt_gradient or int(prefix_lengths.min()) <= 0:
         return int(mb.input_ids.numel())
-    share = prefix_share([mb.input_ids[row, :length].tolist() for row, length in enumerate(prefix_lengths.tolist())])
-    return share.positions + int(mb.response_positions.numel())
+    return rows_prefix_share(mb.input_ids, prefix_lengths).positions + int(mb.response_positions.numel())
 
 
 def response_logits(model: nn.Module, mb: MicroBatch) -> torch.Tensor:

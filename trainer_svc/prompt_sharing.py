@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True)
 class PrefixShare:
@@ -59,3 +61,8 @@ def prefix_share(prefixes: Sequence[Sequence[int]]) -> PrefixShare:
     index = {prefix: d for d, prefix in enumerate(ordered)}
     return PrefixShare(shared=shared, width=width, representatives=tuple(first_row[p] for p in ordered),
                        prompt_of_row=tuple(index[tuple(p)] for p in prefixes))
+
+
+def rows_prefix_share(input_ids: torch.Tensor, prefix_lengths: torch.Tensor) -> PrefixShare:
+    """`prefix_share` of a micro-batch's rows: row i's prefix is ``input_ids[i, :prefix_lengths[i]]``."""
+    return prefix_share([input_ids[row, :length].tolist() for row, length in enumerate(prefix_lengths.tolist())])
