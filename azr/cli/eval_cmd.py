@@ -196,6 +196,7 @@ def evaluate_into(stream: IO[str], settings: Settings, policy: EvaluatedPolicy, 
         try:
             engine = build_local_engine(policy.model_dir, settings.inference, settings.run, max_batch_rows=batch_size,
                                         say=say, hooks=hooks)
+            closers.callback(engine.close)  # a checkpoint's GGUF is the engine's own file: removed with it
             if policy.adapter is not None:
                 engine.update_weights(str(policy.adapter), policy.checkpoint_version or 0)
         except InferenceError as error:

@@ -5,14 +5,17 @@ missing), and says which and why; `llama-cpp` insists (InferenceError naming `ma
 `torch` is the transformers engine.
 
 The GGUF of a model directory: a registry model's own release (verified; its HF directory is the conversion of that
-very file, so engine and trainer start from the same weights), else a float32 GGUF written once from the directory
-into the model cache (the tiny model, a hub snapshot, a full fine-tuning checkpoint).
+very file, so engine and trainer start from the same weights); a run's checkpoint (full fine-tuning) is converted by
+the engine into its own scratch directory, removed when it closes (one file per resume or probe in the shared cache
+grew without bound); any other directory (the tiny model, a hub snapshot) is written once as float32 into the
+model cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
@@ -64,13 +67,37 @@ def engine_kind(settings: InferenceSettings, run: RunSettings) -> tuple[EngineKi
     return "llama-cpp", "llama-cpp-python is installed and the device is the CPU"
 
 
-def gguf_for(model_dir: Path, cache_root: Path | None = None, say: Say | None = None) -> Path:
-    """The GGUF holding ``model_dir``'s weights (see the module docstring)."""
+CHECKPOINT_MARKER = "trainer_state.pt"
+"""The file a trainer checkpoint directory holds (trainer_svc/checkpoints.py, `TRAINER_STATE_FILE`)."""
+
+
+LEGACY_CHECKPOINT_GGUF = re.compile(r"(v\d{6}-[0-9a-f]{12}(\.(q8_0|q4_0|f16))?\.gguf|\.pushed-.+\.new)")
+"""What versions before the engine's scratch directory left in the cache's gguf/ and nothing reads: a checkpoint
+directory's conversion (checkpoints are named vNNNNNN), requantized or not, and each full push's GGUF."""
+
+
+def remove_legacy_ggufs(cache_root: Path | None = None) -> list[Path]:
+    """Remove `LEGACY_CHECKPOINT_GGUF` files from the cache (a file still mapped by a running process stays readable
+    to it); returns them."""
+    directory = (cache_root or default_cache_root()) / "gguf"
+    if not directory.is_dir():
+        return []
+    stale = [path for path in directory.iterdir() if LEGACY_CHECKPOINT_GGUF.fullmatch(path.name) and path.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def gguf_for(model_dir: Path, cache_root: Path | None = None, say: Say | None = None) -> Path | None:
+    """The GGUF holding ``model_dir``'s weights, or None for a run's checkpoint, which the engine converts into its
+    scratch directory (see the module docstring)."""
     root = cache_root or default_cache_root()
     model_dir = Path(model_dir).resolve()
     for release in RELEASES.values():
         if converted_model_path(release, root).resolve() == model_dir:
             return resolve_gguf(release.name, root, say)
+    if (model_dir / CHECKPOINT_MARKER).is_file():
+        return None
     from services.inference.gguf_export import write_model_gguf
 
     target = root / "gguf" / f"{model_dir.name}-{_directory_digest(model_dir)}.gguf"
@@ -105,9 +132,16 @@ def build_local_engine(model_dir: Path, settings: InferenceSettings, run: RunSet
         return LocalEngine.from_settings(model_dir, settings, run, seed=seed, max_batch_rows=max_batch_rows,
                                          hooks=hooks)
     from services.compute.torch_threads import available_cores
-    from services.inference.llama_cpp_engine import LlamaCppEngine
+    from services.inference.llama_cpp_engine import SCRATCH_DIR_NAME, LlamaCppEngine
 
-    return LlamaCppEngine(model_dir, gguf_for(model_dir, say=say), base_form=settings.llama_cpp_base,
+    removed = remove_legacy_ggufs()
+    if removed and say is not None:
+        say(f"removed {len(removed)} GGUF file(s) of earlier runs' checkpoints and pushes from the model cache")
+    gguf = gguf_for(model_dir, say=say)
+    if gguf is None and say is not None:
+        say(f"writing the checkpoint {model_dir} as a GGUF for the llama.cpp engine (removed when it closes)")
+    return LlamaCppEngine(model_dir, gguf, base_form=settings.llama_cpp_base,
+                          scratch_root=default_cache_root() / "gguf" / SCRATCH_DIR_NAME,
                           seed=run.seed if seed is None else seed,
                           context_tokens=settings.llama_cpp_context_tokens,
                           max_sequences=settings.llama_cpp_sequences,

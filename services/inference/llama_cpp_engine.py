@@ -31,6 +31,7 @@ import torch
 
 from services.inference.chat_codec import PromptCodec, PromptForm
 from services.inference.decoding import DecodeProgress, RawSample, RowSpec
+from services.inference.engine_scratch import EngineScratch
 from services.inference.generation_hooks import NO_HOOKS, GenerationHooks
 from services.inference.gguf_export import gguf_architecture, write_lora_gguf, write_model_gguf
 from services.inference.llama_cpp_decoding import decode_rows_llama
@@ -40,6 +41,8 @@ from services.json_types import JsonObject
 from services.ports import Completion, InferenceError, SamplingParams
 
 INITIAL_WEIGHT_VERSION = "0"
+SCRATCH_DIR_NAME = ".engine-scratch"
+"""Under the work directory: one scratch directory per engine (`services.inference.engine_scratch`)."""
 BASE_FORMS = ("release", "q8_0", "q4_0", "f16")
 """How the base is served: the GGUF as given, or requantized once (cached beside it)."""
 
@@ -60,24 +63,38 @@ def served_base(gguf: Path, form: str, work_dir: Path, threads: int) -> Path:
 class LlamaCppEngine:
     """Generates with llama.cpp in this process; implements `services.ports.InferenceEngine`."""
 
-    def __init__(self, model_dir: str | Path, gguf: str | Path, *, base_form: str = "release", seed: int = 0,
+    def __init__(self, model_dir: str | Path, gguf: str | Path | None, *, base_form: str = "release", seed: int = 0,
                  context_tokens: int = 65536, max_sequences: int = 64, batch_tokens: int = 512,
-                 threads: int = 2, work_dir: str | Path | None = None, hooks: GenerationHooks = NO_HOOKS) -> None:
+                 threads: int = 2, work_dir: str | Path | None = None, scratch_root: str | Path | None = None,
+                 hooks: GenerationHooks = NO_HOOKS) -> None:
         """``model_dir``: the model's HF directory (tokenizer, chat template, config); ``gguf``: its weights as GGUF
-        (the same model: a release and its conversion, or a GGUF written from the directory). ``work_dir`` keeps
-        requantized bases and converted pushes (default: beside the GGUF). ``hooks``: its decoding-step and
-        thread-count callbacks."""
+        (the same model: a release and its conversion, or a GGUF written from the directory), or None to have the
+        engine write one into its own scratch directory (a run's checkpoint: removed with the engine).
+        ``work_dir`` keeps requantized bases (default: beside the GGUF); ``scratch_root`` holds the engine's scratch
+        directory (`services.inference.engine_scratch`; default: ``work_dir``/.engine-scratch). ``hooks``: its
+        decoding-step and thread-count callbacks."""
         self.model_dir = Path(model_dir)
-        self.base_gguf = Path(gguf)
-        self.base_form = base_form
-        self.work_dir = Path(work_dir) if work_dir is not None else self.base_gguf.parent
-        self.threads = threads
-        self.context_tokens, self.max_sequences, self.batch_tokens = context_tokens, max_sequences, batch_tokens
-        self.codec = PromptCodec.from_model_dir(self.model_dir)
         self.config: JsonObject = json.loads((self.model_dir / "config.json").read_text())
-        self.architecture, self.blocks = gguf_architecture(self.base_gguf)
-        self._served = served_base(self.base_gguf, base_form, self.work_dir, threads)
-        self._model = LlamaModel(self._served)
+        if scratch_root is None:
+            if work_dir is None and gguf is None:
+                raise ValueError("an engine that converts its own base needs a work_dir or a scratch_root")
+            scratch_root = Path(work_dir if work_dir is not None else Path(str(gguf)).parent) / SCRATCH_DIR_NAME
+        self.scratch = EngineScratch(Path(scratch_root))
+        try:
+            if gguf is None:
+                gguf = write_model_gguf(self.model_dir, self.scratch.path / "base.gguf", dtype="f32")
+            self.base_gguf = Path(gguf)
+            self.base_form = base_form
+            self.work_dir = Path(work_dir) if work_dir is not None else self.base_gguf.parent
+            self.threads = threads
+            self.context_tokens, self.max_sequences, self.batch_tokens = context_tokens, max_sequences, batch_tokens
+            self.codec = PromptCodec.from_model_dir(self.model_dir)
+            self.architecture, self.blocks = gguf_architecture(self.base_gguf)
+            self._served = served_base(self.base_gguf, base_form, self.work_dir, threads)
+            self._model = LlamaModel(self._served)
+        except BaseException:
+            self.scratch.remove()
+            raise
         self._context: LlamaContext | None = None  # the last wave's cache, reused while large enough
         self._adapter: LoraAdapter | None = None
         self._model_path = str(self.model_dir)
@@ -212,14 +229,19 @@ class LlamaCppEngine:
         return self._model.path != self._served
 
     def _take_model(self, path: Path, policy_version: int) -> None:
-        target = self.work_dir / f".pushed-{self.base_gguf.stem}.gguf"
-        with tempfile.TemporaryDirectory(dir=self.work_dir, prefix=".push-") as staging:
+        """Load a full-weight push from a GGUF of it in the scratch directory; the file it replaces goes."""
+        target = self.scratch.path / f"push-v{policy_version:06d}.gguf"
+        with tempfile.TemporaryDirectory(dir=self.scratch.path, prefix=".staging-") as staging:
             written = write_model_gguf(path, Path(staging) / "model.gguf", dtype="f32", tokenizer_dir=self.model_dir)
             if self.base_form in ("q8_0", "q4_0", "f16"):
                 written = quantize(written, Path(staging) / f"model.{self.base_form}.gguf", self.base_form,
                                    self.threads)
-            shutil.move(str(written), target.with_suffix(".new"))
-        model = LlamaModel(target.with_suffix(".new"))
+            shutil.move(str(written), target)
+        try:
+            model = LlamaModel(target)
+        except InferenceError:
+            target.unlink(missing_ok=True)
+            raise
         with self._lock:
             old_model, old_context, old_adapter = self._model, self._context, self._adapter
             self._model, self._context, self._adapter = model, None, None
@@ -230,6 +252,8 @@ class LlamaCppEngine:
         if old_adapter is not None:
             old_model.free_adapter(old_adapter)
         old_model.close()
+        if old_model.path != target and self.scratch.holds(old_model.path):
+            old_model.path.unlink(missing_ok=True)
 
     def forward_logprobs(self, prompt: Sequence[int], output_ids: Sequence[int], temperature: float = 1.0
                          ) -> list[float]:
@@ -250,11 +274,13 @@ class LlamaCppEngine:
         return logprobs.gather(-1, torch.tensor(list(output_ids)).unsqueeze(-1)).squeeze(-1).tolist()
 
     def close(self) -> None:
+        """Free the cache and the model and remove the engine's own files (its converted base, its pushes)."""
         with self._lock:
             if self._context is not None:
                 self._context.close()
                 self._context = None
             self._model.close()
+            self.scratch.remove()
 
 
 def _config_eos_ids(model_dir: Path) -> set[int]:

@@ -217,3 +217,35 @@ def test_a_full_push_serves_the_new_weights(tiny_dir: Path, tiny_gguf: Path, tmp
 
         save_adapters(lora_model(tiny_dir), tmp_path / "adapter")
         fresh.update_weights(str(tmp_path / "adapter"), 4)  # type: ignore[attr-defined]
+
+
+def test_pushes_and_a_converted_base_are_the_engines_own_files(tiny_dir: Path, tmp_path: Path, perturbed_dir: Path,
+                                                              prompts: list[list[int]]) -> None:
+    """A base converted from a checkpoint and each full push live in the engine's scratch directory: a push removes
+    the file it replaces, close removes the directory; an engine of a cached GGUF that takes no full push makes
+    none."""
+    import shutil
+
+    from services.inference.llama_cpp_engine import LlamaCppEngine
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    released = write_model_gguf(tiny_dir, cache / "tiny.gguf")
+    with_release = LlamaCppEngine(tiny_dir, released, seed=1)
+    with_release.close()
+    assert sorted(p.name for p in cache.iterdir()) == ["tiny.gguf"]  # no push: no scratch directory made
+
+    engine = LlamaCppEngine(tiny_dir, None, scratch_root=tmp_path / "scratch", seed=1)
+    scratch = engine.scratch.path
+    assert sorted(p.name for p in scratch.iterdir()) == ["base.gguf"]
+    for version in (3, 4):
+        push = tmp_path / f"v{version:06d}"
+        push.mkdir()
+        for name in ("config.json", "generation_config.json", "model.safetensors"):
+            shutil.copy(perturbed_dir / name, push / name)
+        engine.update_weights(str(push), version)
+        assert sorted(p.name for p in scratch.iterdir()) == [f"push-v{version:06d}.gguf"]
+    completion = engine.generate(prompts[:1], SamplingParams(max_new_tokens=4, seed=8))[0][0]
+    assert completion.weight_version == "4"
+    engine.close()
+    assert not scratch.exists() and list((tmp_path / "scratch").iterdir()) == []
