@@ -97,6 +97,7 @@ class LlamaCppEngine:
             raise
         self._context: LlamaContext | None = None  # the last wave's cache, reused while large enough
         self._adapter: LoraAdapter | None = None
+        self._full_pushes = 0
         self._model_path = str(self.model_dir)
         self._version = INITIAL_WEIGHT_VERSION
         self._lock = threading.Lock()
@@ -230,7 +231,8 @@ class LlamaCppEngine:
 
     def _take_model(self, path: Path, policy_version: int) -> None:
         """Load a full-weight push from a GGUF of it in the scratch directory; the file it replaces goes."""
-        target = self.scratch.path / f"push-v{policy_version:06d}.gguf"
+        self._full_pushes += 1  # the file's name: versions are any string on the HTTP server's side
+        target = self.scratch.path / f"push-{self._full_pushes:06d}.gguf"
         with tempfile.TemporaryDirectory(dir=self.scratch.path, prefix=".staging-") as staging:
             written = write_model_gguf(path, Path(staging) / "model.gguf", dtype="f32", tokenizer_dir=self.model_dir)
             if self.base_form in ("q8_0", "q4_0", "f16"):
