@@ -254,7 +254,7 @@ class LlamaCppEngine:
         if old_adapter is not None:
             old_model.free_adapter(old_adapter)
         old_model.close()
-        if old_model.path != target and self.scratch.holds(old_model.path):
+        if self.scratch.holds(old_model.path):  # push files are numbered: never the one just loaded
             old_model.path.unlink(missing_ok=True)
 
     def forward_logprobs(self, prompt: Sequence[int], output_ids: Sequence[int], temperature: float = 1.0
