@@ -4,7 +4,10 @@ uvicorn on it (`ApiProcess.serve`)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from contextlib import ExitStack
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from azr.factory import parts
@@ -20,17 +23,30 @@ if TYPE_CHECKING:
 
 
 class ApiProcess(Process):
-    """An HTTP service's app, built and ready to serve, with what it opened."""
+    """An HTTP service's app, built and ready to serve, with what it opened. `on_stop` runs (once, in its own thread)
+    when the first SIGTERM or Ctrl-C arrives, before uvicorn waits for the open requests: what would keep one of them
+    waiting for good (a paused generation) lets go there."""
 
-    def __init__(self, *, app: FastAPI, closers: ExitStack) -> None:
+    def __init__(self, *, app: FastAPI, closers: ExitStack, on_stop: Callable[[], None] | None = None) -> None:
         super().__init__(closers)
         self.app = app
+        self.on_stop = on_stop
 
     def serve(self, host: str, port: int) -> None:
         """Serve the app until uvicorn stops (Ctrl-C, SIGTERM)."""
         import uvicorn
 
-        uvicorn.run(self.app, host=host, port=port)
+        on_stop = self.on_stop
+
+        class StoppingServer(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                nonlocal on_stop
+                if on_stop is not None:  # a thread: a signal handler must not wait on a lock the main thread holds
+                    threading.Thread(target=on_stop, name="on-stop", daemon=True).start()
+                    on_stop = None
+                super().handle_exit(sig, frame)
+
+        StoppingServer(uvicorn.Config(self.app, host=host, port=port)).run()
 
 
 def api_engine(settings: Settings, closers: ExitStack) -> InferenceEngine:
@@ -101,7 +117,9 @@ def open_inference_server(settings: Settings, *, model: str | None, seed: int, s
         closers.callback(engine.close)
         key = settings.inference.sglang_admin_api_key
         app = create_inference_app(engine, admin_api_key=key.get_secret_value() if key is not None else None)
-        return ApiProcess(app=app, closers=closers.pop_all())
+        # On SIGTERM: abort running generations, refuse waiting ones (a trainer that paused the server and died
+        # would otherwise hold its shutdown open for good).
+        return ApiProcess(app=app, closers=closers.pop_all(), on_stop=app.state.gate.close)
 
 
 def open_executor_debug_api(settings: Settings) -> ApiProcess:

@@ -6,6 +6,9 @@
   once none is in flight. Other modes only stop new work: the local engine cannot retract a running batch, so
   those generations finish normally.
 - `updating()` marks a weight swap, during which `/health` reports 503.
+- `close()` (the process got SIGTERM or Ctrl-C) aborts running generations and refuses waiting and new ones with
+  `GateClosed`: without it a request waiting on a pause the trainer never lifted (it died) held the server's
+  graceful shutdown open for good.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+
+class GateClosed(Exception):
+    """The server is shutting down: no generation starts any more."""
 
 
 class GenerationGate:
@@ -24,6 +31,7 @@ class GenerationGate:
         self._paused = False
         self._updating = 0
         self._in_flight = 0
+        self._closed = False
         self.abort = threading.Event()
         """Set while an abort-mode pause drains running generations; the engine checks it between tokens."""
 
@@ -34,6 +42,12 @@ class GenerationGate:
             return self._paused
 
     @property
+    def closed(self) -> bool:
+        """Whether the server is shutting down (`close()`)."""
+        with self._cond:
+            return self._closed
+
+    @property
     def busy_updating(self) -> bool:
         """Whether a weight update is running."""
         with self._cond:
@@ -42,10 +56,12 @@ class GenerationGate:
     @contextmanager
     def generation(self, wait_s: float | None = None) -> Iterator[threading.Event]:
         """Hold one in-flight slot, waiting first while paused; yields the abort event. TimeoutError when still
-        paused after `wait_s` seconds (None: wait as long as it takes)."""
+        paused after `wait_s` seconds (None: wait as long as it takes); GateClosed once the server is stopping."""
         with self._cond:
-            if not self._cond.wait_for(lambda: not self._paused, timeout=wait_s):
+            if not self._cond.wait_for(lambda: not self._paused or self._closed, timeout=wait_s):
                 raise TimeoutError("generation is paused")
+            if self._closed:
+                raise GateClosed("the server is shutting down")
             self._in_flight += 1
         try:
             yield self.abort
@@ -63,8 +79,17 @@ class GenerationGate:
             if mode == "abort":
                 self.abort.set()
                 self._cond.wait_for(lambda: self._in_flight == 0)
-                self.abort.clear()
+                if not self._closed:
+                    self.abort.clear()
         return running
+
+    def close(self) -> None:
+        """Stop for good: running generations are aborted (they return what they have, finish_reason `abort`, which
+        a client resumes elsewhere), waiting and new ones raise GateClosed. Returns at once."""
+        with self._cond:
+            self._closed = True
+            self.abort.set()
+            self._cond.notify_all()
 
     def resume(self) -> None:
         """Let generations run again."""

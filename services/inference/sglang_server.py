@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.inference.decoding import RawSample
 from services.inference.engine_choice import InProcessEngine
-from services.inference.generation_gate import GenerationGate
+from services.inference.generation_gate import GateClosed, GenerationGate
 from services.inference.sampling import sample_seeds
 from services.inference.sglang_schemas import (
     ContinueGenerationRequest,
@@ -61,7 +61,8 @@ class BadRequest(ValueError):
 def _documented(*statuses: int, **descriptions: str) -> dict[int | str, JsonObject]:
     """`responses=` entries: each status with the `ServerError` body (descriptions by `s<status>`)."""
     defaults = {400: "Malformed request.", 401: "No admin key (`Authorization: Bearer <admin_api_key>`).",
-                500: "The engine failed.", 503: "Generation is paused (or weights are being updated)."}
+                500: "The engine failed.",
+                503: "Generation is paused, weights are being updated, or the server is shutting down."}
     return {status: {"model": ServerError, "description": descriptions.get(f"s{status}", defaults[status])}
             for status in statuses}
 
@@ -204,6 +205,8 @@ def _add_generate_route(app: FastAPI, engine: InProcessEngine, gate: GenerationG
                 items = [item for i in range(len(prompts)) for item in by_prompt[i]]
         except TimeoutError:
             return error_response("generation is paused (waiting for /continue_generation)", 503)
+        except GateClosed as exc:
+            return error_response(str(exc), 503)
         except InferenceError as exc:
             return error_response(str(exc), 500)
         if batched or params[0].n > 1:
@@ -263,9 +266,12 @@ def _add_info_routes(app: FastAPI, engine: InProcessEngine, gate: GenerationGate
                                  weight_version=engine.weight_version(), prompt_form=str(info["prompt_form"]))
 
     @app.get("/health", response_model=HealthResponse,
-             responses=_documented(503, s503="Paused, updating weights, or the one-token generation failed."))
+             responses=_documented(503, s503="Paused, updating weights, shutting down, or the one-token generation "
+                                                  "failed."))
     def health() -> JSONResponse:
-        """Readiness: 503 while paused or updating, else a one-token greedy generation must succeed."""
+        """Readiness: 503 while paused, updating or shutting down, else a one-token greedy generation must succeed."""
+        if gate.closed:
+            return error_response("shutting down", 503)
         if gate.paused or gate.busy_updating:
             return error_response("paused or updating weights", 503)
         try:

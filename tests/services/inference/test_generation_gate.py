@@ -1,4 +1,5 @@
-"""GenerationGate: an abort-mode pause aborts a running generation, holds new ones, and resume lets them run."""
+"""GenerationGate: an abort-mode pause aborts a running generation, holds new ones, and resume lets them run; close()
+(the server stopping) aborts running generations and refuses waiting and new ones."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import threading
 import pytest
 
 from services.inference.decoding import RawSample, RowSpec, decode_rows
-from services.inference.generation_gate import GenerationGate
+from services.inference.generation_gate import GateClosed, GenerationGate
 from services.inference.local_engine import LocalEngine
 
 
@@ -47,3 +48,47 @@ def test_updating_is_visible_while_held() -> None:
     with gate.updating():
         assert gate.busy_updating
     assert not gate.busy_updating
+
+
+def test_close_aborts_the_running_generation_and_refuses_the_waiting_one(tiny_engine: LocalEngine) -> None:
+    gate = GenerationGate()
+    entered = threading.Event()
+    result: list[RawSample] = []
+    refused: list[BaseException] = []
+    prompt = tiny_engine.codec.encode("def f(x):")
+
+    def endless() -> None:
+        with gate.generation() as abort:
+            entered.set()
+            result.extend(decode_rows(tiny_engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(),
+                                      detokenize=tiny_engine.decode, generator=None, abort=abort))
+
+    def waiting() -> None:  # arrives while paused: without close() it would wait for a resume that never comes
+        try:
+            with gate.generation():
+                pass
+        except GateClosed as exc:
+            refused.append(exc)
+
+    running = threading.Thread(target=endless)
+    running.start()
+    assert entered.wait(60)
+    gate.pause("in_place")  # stops new work only: the running generation goes on
+    waiter = threading.Thread(target=waiting)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and running.is_alive()
+    gate.close()
+    running.join(10)
+    waiter.join(10)
+    assert not running.is_alive() and not waiter.is_alive()
+    assert [sample.finish_reason for sample in result] == ["abort"]
+    assert [str(exc) for exc in refused] == ["the server is shutting down"]
+    assert gate.closed
+    with pytest.raises(GateClosed):
+        with gate.generation(wait_s=0.05):
+            pass
+    gate.resume()  # a late /continue_generation does not reopen it
+    with pytest.raises(GateClosed):
+        with gate.generation(wait_s=0.05):
+            pass
