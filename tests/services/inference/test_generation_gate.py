@@ -12,22 +12,28 @@ from services.inference.generation_gate import GateClosed, GenerationGate
 from services.inference.local_engine import LocalEngine
 
 
-def test_abort_pause_stops_a_running_generation(tiny_engine: LocalEngine) -> None:
-    gate = GenerationGate()
+def start_endless_generation(gate: GenerationGate, engine: LocalEngine, result: list[RawSample]) -> threading.Thread:
+    """A generation through `gate` that only an abort can end (no EOS ids, a huge budget), started in a thread;
+    returns once it holds its in-flight slot. Its samples land in `result`."""
     entered = threading.Event()
-    result: list[RawSample] = []
-    prompt = tiny_engine.codec.encode("def f(x):")
+    prompt = engine.codec.encode("def f(x):")
 
     def endless() -> None:
         with gate.generation() as abort:
             entered.set()
-            # No EOS ids and a huge budget: only the abort can end it.
-            result.extend(decode_rows(tiny_engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(),
-                                      detokenize=tiny_engine.decode, generator=None, abort=abort))
+            result.extend(decode_rows(engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(),
+                                      detokenize=engine.decode, generator=None, abort=abort))
 
     worker = threading.Thread(target=endless)
     worker.start()
     assert entered.wait(60)
+    return worker
+
+
+def test_abort_pause_stops_a_running_generation(tiny_engine: LocalEngine) -> None:
+    gate = GenerationGate()
+    result: list[RawSample] = []
+    worker = start_endless_generation(gate, tiny_engine, result)
     assert gate.pause("abort") == 1  # returns only once the running generation has ended
     worker.join(10)
     assert not worker.is_alive()
@@ -52,16 +58,9 @@ def test_updating_is_visible_while_held() -> None:
 
 def test_close_aborts_the_running_generation_and_refuses_the_waiting_one(tiny_engine: LocalEngine) -> None:
     gate = GenerationGate()
-    entered = threading.Event()
     result: list[RawSample] = []
     refused: list[BaseException] = []
-    prompt = tiny_engine.codec.encode("def f(x):")
-
-    def endless() -> None:
-        with gate.generation() as abort:
-            entered.set()
-            result.extend(decode_rows(tiny_engine.model, [prompt], RowSpec(10**6, 1.0, 1.0, -1), eos_ids=set(),
-                                      detokenize=tiny_engine.decode, generator=None, abort=abort))
+    running = start_endless_generation(gate, tiny_engine, result)
 
     def waiting() -> None:  # arrives while paused: without close() it would wait for a resume that never comes
         try:
@@ -70,9 +69,6 @@ def test_close_aborts_the_running_generation_and_refuses_the_waiting_one(tiny_en
         except GateClosed as exc:
             refused.append(exc)
 
-    running = threading.Thread(target=endless)
-    running.start()
-    assert entered.wait(60)
     gate.pause("in_place")  # stops new work only: the running generation goes on
     waiter = threading.Thread(target=waiting)
     waiter.start()
