@@ -180,7 +180,6 @@ def test_a_stopped_bench_takes_its_whole_stack_with_it(shared_dir: Path) -> None
     """Started as a background job is (SIGINT ignored) and stopped with SIGINT, the bench ends through its teardown:
     its services sit in their own process groups, and a bench killed outright left all of them running (a SIGINT was
     ignored outright). SIGTERM reaches the same handler (the test above); one whole stack is enough (~65 s)."""
-    stop_with = signal.SIGINT
     before = cluster_postmasters()
     command = [sys.executable, str(REPO_ROOT / "bench" / "faults.py"), "--rounds", "0", "--clean", "50",
                "--out", os.devnull]
@@ -198,7 +197,7 @@ def test_a_stopped_bench_takes_its_whole_stack_with_it(shared_dir: Path) -> None
         assert bench.poll() is None and stack, "the stack did not come up"
         time.sleep(5)  # steps under way
         stack |= descendants(bench.pid) | (cluster_postmasters() - before)
-        bench.send_signal(stop_with)
+        bench.send_signal(signal.SIGINT)
         assert bench.wait(timeout=120) != 0
         time.sleep(2)
         assert not [pid for pid in stack if alive(pid)]
